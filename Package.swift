@@ -1,0 +1,45 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+  .swiftLanguageMode(.v6)
+]
+
+let package = Package(
+  name: "Promises",
+  products: [
+    .library(name: "Promises", targets: ["Promises"]),
+    .library(name: "PromiseHTTP", targets: ["PromiseHTTP"]),
+    .executable(name: "ConfigStory", targets: ["ConfigStory"]),
+    .executable(name: "Benchmarks", targets: ["Benchmarks"]),
+  ],
+  targets: [
+    .target(name: "Promises", swiftSettings: strict),
+    .target(name: "PromiseHTTP", dependencies: ["Promises"], swiftSettings: strict),
+    // An in-process HTTP/1.1 server on loopback sockets with fault injection: used by the
+    // tests, the story example and the benchmarks. Not a product.
+    .target(name: "LoopbackHTTPServer", swiftSettings: strict),
+    .executableTarget(
+      name: "ConfigStory",
+      dependencies: ["Promises", "PromiseHTTP", "LoopbackHTTPServer"],
+      swiftSettings: strict
+    ),
+    .executableTarget(
+      name: "Benchmarks",
+      dependencies: ["Promises", "PromiseHTTP", "LoopbackHTTPServer"],
+      path: "Benchmarks",
+      swiftSettings: strict
+    ),
+    .testTarget(name: "PromisesTests", dependencies: ["Promises"], swiftSettings: strict),
+    .testTarget(
+      name: "PromiseHTTPTests",
+      dependencies: ["Promises", "PromiseHTTP", "LoopbackHTTPServer"],
+      swiftSettings: strict
+    ),
+    .testTarget(
+      name: "DocTests",
+      dependencies: ["Promises", "PromiseHTTP", "LoopbackHTTPServer"],
+      swiftSettings: strict
+    ),
+  ]
+)

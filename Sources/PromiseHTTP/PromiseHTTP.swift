@@ -1,0 +1,1 @@
+// PromiseHTTP: see HTTPClient.swift

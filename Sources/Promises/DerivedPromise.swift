@@ -1,0 +1,237 @@
+import Dispatch
+
+/// A promise computed from the outcome of another: the node behind `then`, `recover`,
+/// `catch` and `always`.
+///
+/// One link of a chain is one `DerivedPromise` object (plus the user's closure context):
+/// it is the promise the caller gets back and, at the same time, the callback record that
+/// waits in its source's list. Cost of a link: one allocation, one lock acquisition to
+/// register, one to settle (plus one to check for cancellation before running the body),
+/// and no dispatch of its own when the source settles on a drain of the same queue.
+class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @unchecked Sendable {
+  // Safety: `isAdopting` is only touched by the thread that fires the node, and a node fires
+  // once per registration, with registrations ordered by the source's lock.
+  private final var isAdopting = false
+
+  init(source: Promise<Input>, queue: DispatchQueue, file: StaticString, line: UInt) {
+    super.init(queue: queue, file: file, line: line)
+    upstream = source
+  }
+
+  final override func fire() {
+    let source = firedBy.unsafelyUnwrapped
+    firedBy = nil
+    if isAdopting {
+      settle(unsafeDowncast(source, to: Promise<Value>.self).settledResult)
+      return
+    }
+    let input = unsafeDowncast(source, to: Promise<Input>.self).settledResult
+    if hasSettled {
+      // Cancelled while waiting: the body must not run (its side effects were cancelled too).
+      releaseBody()
+      return
+    }
+    run(input)
+  }
+
+  /// Computes the outcome from the source's outcome; calls `settle` or `adopt`.
+  func run(_ input: Result<Input, any Error>) {}
+
+  /// Drops the user's closure and what it captured.
+  func releaseBody() {}
+
+  /// Settles this promise with the outcome of `inner`, once that settles.
+  ///
+  /// Rejects with `PromiseError.chainingCycle` instead when `inner` is this promise or waits
+  /// on it (directly or through a chain of up to 10,000 promises).
+  final func adopt(_ inner: Promise<Value>) {
+    var node: _PromiseNode? = inner
+    var steps = 0
+    while let current = node, steps < 10_000 {
+      if current === self {
+        settle(.failure(PromiseError.chainingCycle(createdAt: creationSite)))
+        return
+      }
+      node = current.currentUpstream()
+      steps += 1
+    }
+    lock.lock()
+    guard state.isPending else {
+      lock.unlock()
+      // Cancelled meanwhile: nobody else waits on the inner work.
+      Promise<Value>.propagateCancellation(from: inner)
+      return
+    }
+    upstream = inner
+    queue = nil
+    lock.unlock()
+    isAdopting = true
+    inner.register(self)
+  }
+}
+
+/// `then` with a closure returning a value.
+final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<Input, Value>,
+  @unchecked Sendable
+{
+  // Safety: `body` is written at init and then only by the firing thread (see `_PromiseNode`).
+  private var body: (@Sendable (Input) throws -> Value)?
+
+  init(
+    source: Promise<Input>, queue: DispatchQueue, file: StaticString, line: UInt,
+    body: @escaping @Sendable (Input) throws -> Value
+  ) {
+    self.body = body
+    super.init(source: source, queue: queue, file: file, line: line)
+  }
+
+  override func run(_ input: Result<Input, any Error>) {
+    switch input {
+    case .success(let value):
+      let result: Result<Value, any Error>
+      do {
+        result = .success(try body.unsafelyUnwrapped(value))
+      } catch {
+        result = .failure(error)
+      }
+      body = nil
+      settle(result)
+    case .failure(let error):
+      body = nil
+      settle(.failure(error))
+    }
+  }
+
+  override func releaseBody() { body = nil }
+}
+
+/// `then` with a closure returning a promise, whose outcome is adopted.
+final class ThenPromisePromise<Input: Sendable, Value: Sendable>: DerivedPromise<Input, Value>,
+  @unchecked Sendable
+{
+  // Safety: as for `ThenValuePromise`.
+  private var body: (@Sendable (Input) throws -> Promise<Value>)?
+
+  init(
+    source: Promise<Input>, queue: DispatchQueue, file: StaticString, line: UInt,
+    body: @escaping @Sendable (Input) throws -> Promise<Value>
+  ) {
+    self.body = body
+    super.init(source: source, queue: queue, file: file, line: line)
+  }
+
+  override func run(_ input: Result<Input, any Error>) {
+    switch input {
+    case .success(let value):
+      do {
+        let inner = try body.unsafelyUnwrapped(value)
+        body = nil
+        adopt(inner)
+      } catch {
+        body = nil
+        settle(.failure(error))
+      }
+    case .failure(let error):
+      body = nil
+      settle(.failure(error))
+    }
+  }
+
+  override func releaseBody() { body = nil }
+}
+
+/// `recover` with a closure returning a value.
+final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, @unchecked Sendable {
+  // Safety: as for `ThenValuePromise`.
+  private var body: (@Sendable (any Error) throws -> Value)?
+
+  init(
+    source: Promise<Value>, queue: DispatchQueue, file: StaticString, line: UInt,
+    body: @escaping @Sendable (any Error) throws -> Value
+  ) {
+    self.body = body
+    super.init(source: source, queue: queue, file: file, line: line)
+  }
+
+  override func run(_ input: Result<Value, any Error>) {
+    switch input {
+    case .success:
+      body = nil
+      settle(input)
+    case .failure(let error):
+      let result: Result<Value, any Error>
+      do {
+        result = .success(try body.unsafelyUnwrapped(error))
+      } catch {
+        result = .failure(error)
+      }
+      body = nil
+      settle(result)
+    }
+  }
+
+  override func releaseBody() { body = nil }
+}
+
+/// `recover` with a closure returning a promise, whose outcome is adopted.
+final class RecoverPromisePromise<Value: Sendable>: DerivedPromise<Value, Value>, @unchecked Sendable {
+  // Safety: as for `ThenValuePromise`.
+  private var body: (@Sendable (any Error) throws -> Promise<Value>)?
+
+  init(
+    source: Promise<Value>, queue: DispatchQueue, file: StaticString, line: UInt,
+    body: @escaping @Sendable (any Error) throws -> Promise<Value>
+  ) {
+    self.body = body
+    super.init(source: source, queue: queue, file: file, line: line)
+  }
+
+  override func run(_ input: Result<Value, any Error>) {
+    switch input {
+    case .success:
+      body = nil
+      settle(input)
+    case .failure(let error):
+      do {
+        let inner = try body.unsafelyUnwrapped(error)
+        body = nil
+        adopt(inner)
+      } catch {
+        body = nil
+        settle(.failure(error))
+      }
+    }
+  }
+
+  override func releaseBody() { body = nil }
+}
+
+/// `catch`, `always` and `whenSettled`: run a closure, pass the outcome on unchanged.
+final class ObserverPromise<Value: Sendable>: DerivedPromise<Value, Value>, @unchecked Sendable {
+  enum Body {
+    case onRejection(@Sendable (any Error) -> Void)
+    case always(@Sendable () -> Void)
+    case onResult(@Sendable (Result<Value, any Error>) -> Void)
+  }
+
+  // Safety: as for `ThenValuePromise`.
+  private var body: Body?
+
+  init(source: Promise<Value>, queue: DispatchQueue, file: StaticString, line: UInt, body: Body) {
+    self.body = body
+    super.init(source: source, queue: queue, file: file, line: line)
+  }
+
+  override func run(_ input: Result<Value, any Error>) {
+    switch (body.unsafelyUnwrapped, input) {
+    case (.onRejection(let handler), .failure(let error)): handler(error)
+    case (.onRejection, .success): break
+    case (.always(let handler), _): handler()
+    case (.onResult(let handler), _): handler(input)
+    }
+    body = nil
+    settle(input)
+  }
+
+  override func releaseBody() { body = nil }
+}

@@ -1,0 +1,54 @@
+import Foundation
+
+/// A rejection that nothing observed: reported to `UnhandledRejection.handler`.
+///
+/// A promise's rejection is observed when a callback is chained on it, when its `result`,
+/// `value` or `wait` is read, or when it is the promise returned by `catch`. A rejected
+/// promise that is released without any of these is reported once, from the thread that
+/// released it. Cancellations (`CancellationError`) are never reported.
+public struct UnhandledRejection: Sendable, CustomStringConvertible {
+  /// The error the promise was rejected with.
+  public let error: any Error
+  /// Where the rejected promise was created.
+  public let site: CreationSite
+
+  /// `unhandled rejection of the promise created at …: error`.
+  public var description: String {
+    "unhandled rejection of the promise created at \(site): \(error)"
+  }
+
+  private static let storage = LockedHandler()
+
+  /// The function called for each unhandled rejection; `nil` (the default) ignores them.
+  ///
+  /// Thread-safe to read and set at any time. It is called on whichever thread releases the
+  /// rejected promise, so keep it short and thread-safe (log, count, or assert in tests).
+  public static var handler: (@Sendable (UnhandledRejection) -> Void)? {
+    get { storage.get() }
+    set { storage.set(newValue) }
+  }
+
+  static func report(_ error: any Error, site: CreationSite) {
+    guard let handler = storage.get() else { return }
+    handler(UnhandledRejection(error: error, site: site))
+  }
+}
+
+/// A lock-protected optional handler.
+private final class LockedHandler: @unchecked Sendable {
+  // Safety: `value` is only accessed while `lock` is held.
+  private let lock = NSLock()
+  private var value: (@Sendable (UnhandledRejection) -> Void)?
+
+  func get() -> (@Sendable (UnhandledRejection) -> Void)? {
+    lock.lock()
+    defer { lock.unlock() }
+    return value
+  }
+
+  func set(_ newValue: (@Sendable (UnhandledRejection) -> Void)?) {
+    lock.lock()
+    value = newValue
+    lock.unlock()
+  }
+}

@@ -1,0 +1,167 @@
+import Dispatch
+
+extension Promise {
+  /// Returns a promise of what `body` computes from this promise's value.
+  ///
+  /// `body` runs once, on `queue`, after this promise is fulfilled — never before this call
+  /// returns. If this promise is rejected, `body` is skipped and the returned promise is
+  /// rejected with the same error. If `body` throws, the returned promise is rejected with
+  /// what it threw.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - body: Turns the value into the next value.
+  /// - Returns: A promise of `body`'s result.
+  public func then<NewValue>(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable (Value) throws -> NewValue
+  ) -> Promise<NewValue> {
+    let next = ThenValuePromise(source: self, queue: queue, file: file, line: line, body: body)
+    register(next)
+    return next
+  }
+
+  /// Returns a promise that adopts the outcome of the promise `body` returns.
+  ///
+  /// Use it to start the next asynchronous step from a value: `fetchToken().then { token in
+  /// fetchConfig(token) }`. `body` runs once, on `queue`, after this promise is fulfilled.
+  /// If this promise is rejected, `body` is skipped. If `body` throws or its promise is
+  /// rejected, the returned promise is rejected with that error. Returning the returned
+  /// promise itself (or a promise waiting on it) rejects it with `PromiseError.chainingCycle`.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - body: Starts the next step.
+  /// - Returns: A promise settled like the one `body` returns.
+  public func then<NewValue>(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable (Value) throws -> Promise<NewValue>
+  ) -> Promise<NewValue> {
+    let next = ThenPromisePromise(source: self, queue: queue, file: file, line: line, body: body)
+    register(next)
+    return next
+  }
+
+  /// Returns a promise that replaces a rejection with the value `body` computes from the error.
+  ///
+  /// `body` runs on `queue` only if this promise is rejected; a fulfilled value passes through
+  /// unchanged. If `body` throws, the returned promise is rejected with what it threw.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - body: Turns the error into a fallback value, or throws to keep a rejection.
+  /// - Returns: A promise that is fulfilled unless `body` throws.
+  public func recover(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable (any Error) throws -> Value
+  ) -> Promise<Value> {
+    let next = RecoverValuePromise(source: self, queue: queue, file: file, line: line, body: body)
+    register(next)
+    return next
+  }
+
+  /// Returns a promise that replaces a rejection with the outcome of the promise `body` returns.
+  ///
+  /// `body` runs on `queue` only if this promise is rejected — for example to try a fallback
+  /// server. A fulfilled value passes through unchanged.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - body: Starts the fallback work.
+  /// - Returns: A promise settled like this one if fulfilled, else like `body`'s promise.
+  public func recover(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable (any Error) throws -> Promise<Value>
+  ) -> Promise<Value> {
+    let next = RecoverPromisePromise(source: self, queue: queue, file: file, line: line, body: body)
+    register(next)
+    return next
+  }
+
+  /// Observes a rejection: runs `body` with the error on `queue`, and passes the outcome on.
+  ///
+  /// The returned promise settles exactly like this one, after `body` has run; a rejection
+  /// observed by `catch` is never reported to `UnhandledRejection.handler`. To replace the
+  /// error with a value, use `recover`.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - body: Reports or logs the error.
+  /// - Returns: A promise with this promise's outcome.
+  @discardableResult
+  public func `catch`(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable (any Error) -> Void
+  ) -> Promise<Value> {
+    let next = ObserverPromise(
+      source: self, queue: queue, file: file, line: line, body: .onRejection(body))
+    next.flags.insert(.observed)
+    register(next)
+    return next
+  }
+
+  /// Runs `body` on `queue` when this promise settles either way, and passes the outcome on.
+  ///
+  /// Use it for clean-up (hide a spinner, close a file). The returned promise settles like
+  /// this one, after `body` has run.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - body: The clean-up.
+  /// - Returns: A promise with this promise's outcome.
+  @discardableResult
+  public func always(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable () -> Void
+  ) -> Promise<Value> {
+    let next = ObserverPromise(source: self, queue: queue, file: file, line: line, body: .always(body))
+    register(next)
+    return next
+  }
+
+  /// Runs `body` on `queue` with the outcome when this promise settles, and passes it on.
+  ///
+  /// Like `always`, but `body` sees the `Result`. Observing the outcome counts as handling
+  /// a rejection.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - body: Receives the value or the error.
+  /// - Returns: A promise with this promise's outcome.
+  @discardableResult
+  public func whenSettled(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable (Result<Value, any Error>) -> Void
+  ) -> Promise<Value> {
+    let next = ObserverPromise(
+      source: self, queue: queue, file: file, line: line, body: .onResult(body))
+    next.flags.insert(.observed)
+    register(next)
+    return next
+  }
+
+  /// Returns a promise fulfilled with this value if `predicate` accepts it.
+  ///
+  /// `predicate` runs on `queue` after fulfilment. If it returns `false` the returned promise
+  /// is rejected with `PromiseError.validationFailed`; if it throws, with what it threw.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `predicate` runs; `DispatchQueue.promises` by default.
+  ///   - predicate: Decides whether the value is acceptable.
+  /// - Returns: A promise of the same value, or a rejection.
+  public func validate(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ predicate: @escaping @Sendable (Value) throws -> Bool
+  ) -> Promise<Value> {
+    let site = CreationSite(file, UInt32(truncatingIfNeeded: line))
+    return then(on: queue, file: file, line: line) { value -> Value in
+      guard try predicate(value) else { throw PromiseError.validationFailed(createdAt: site) }
+      return value
+    }
+  }
+
+  /// Returns a promise of `Void` settled when this one is: the value is dropped.
+  public func asVoid(on queue: DispatchQueue = .promises) -> Promise<Void> {
+    then(on: queue) { _ in () }
+  }
+}

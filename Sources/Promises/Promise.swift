@@ -1,0 +1,372 @@
+import Dispatch
+
+/// A value of type `Value` that will be available later, or the error that prevented it.
+///
+/// A promise settles once: it is fulfilled with a value or rejected with an error, and later
+/// attempts to settle it are ignored. Chain work on it with `then`, `recover`, `catch` and
+/// `always`; every callback runs asynchronously on a `DispatchQueue` (`DispatchQueue.promises`
+/// unless you pass `on:`), never before the call that registered it has returned, and the
+/// callbacks of one promise start in the order they were registered.
+///
+/// Make a promise with `Promise.pending()` (you keep the resolver and settle it later), with
+/// `Promise { resolver in … }` (wraps callback-based work), with `Promise { try await … }`
+/// (wraps async code), or already settled with `Promise(value)` or `Promise(error:)`.
+///
+/// A promise is `Sendable`: pass it between threads and tasks freely.
+public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
+  // Safety of `@unchecked Sendable`: every stored `var` below is read and written only while
+  // `lock` is held, with one exception: once the state has left `.pending` it never changes
+  // again, and `settledResult` reads it without the lock from code that the settling thread
+  // handed over through a lock release or a `DispatchQueue.async`, which orders the read
+  // after the write. `file` and `line` are constants.
+  let lock = SpinLock()
+  var state: PromiseState<Value>
+  var flags: PromiseFlags = []
+  /// The promise this one waits on (its source or the promise it adopted), kept for
+  /// cancellation and cycle detection and released at settlement.
+  var upstream: _PromiseNode?
+  /// Rarely used parts (cancellation handlers), allocated on demand.
+  var extras: Extras?
+  let file: StaticString
+  let line: UInt32
+
+  final class Extras {
+    var cancelHandlers: [@Sendable () -> Void] = []
+  }
+
+  init(queue: DispatchQueue?, file: StaticString, line: UInt) {
+    self.state = PromiseState()
+    self.file = file
+    self.line = UInt32(truncatingIfNeeded: line)
+    super.init(queue: queue)
+  }
+
+  /// Creates a promise that is already fulfilled with `value`.
+  ///
+  /// Callbacks chained on it still run asynchronously, on their queue.
+  public init(_ value: Value, file: StaticString = #fileID, line: UInt = #line) {
+    self.state = PromiseState(settledWith: .success(value))
+    self.file = file
+    self.line = UInt32(truncatingIfNeeded: line)
+    super.init(queue: nil)
+  }
+
+  /// Creates a promise that is already rejected with `error`.
+  public init(error: any Error, file: StaticString = #fileID, line: UInt = #line) {
+    self.state = PromiseState(settledWith: .failure(error))
+    self.file = file
+    self.line = UInt32(truncatingIfNeeded: line)
+    super.init(queue: nil)
+  }
+
+  /// Creates a pending promise and runs `body` at once, synchronously, with its resolver.
+  ///
+  /// Hand the resolver to callback-based work and settle it when the work completes. If
+  /// `body` throws, the promise is rejected with that error. If every copy of the resolver is
+  /// released before the promise settles, it is rejected with `PromiseError.brokenPromise`.
+  /// What `body` settles is still observed asynchronously by chained callbacks.
+  ///
+  /// - Parameter body: Starts the work; called once, before the initializer returns.
+  public convenience init(
+    file: StaticString = #fileID, line: UInt = #line, _ body: (Resolver) throws -> Void
+  ) {
+    self.init(queue: nil, file: file, line: line)
+    let resolver = Resolver(ResolverToken(self))
+    do {
+      try body(resolver)
+    } catch {
+      resolver.reject(error)
+    }
+  }
+
+  /// Returns a new pending promise and the resolver that settles it.
+  ///
+  /// Keep the resolver where the work completes; give the promise to whoever waits. When
+  /// every copy of the resolver is released before it settles, the promise is rejected with
+  /// `PromiseError.brokenPromise`, so waiters never hang.
+  public static func pending(
+    file: StaticString = #fileID, line: UInt = #line
+  ) -> (promise: Promise<Value>, resolver: Resolver) {
+    let promise = Promise(queue: nil, file: file, line: line)
+    return (promise, Resolver(ResolverToken(promise)))
+  }
+
+  deinit {
+    if case .rejected(let error) = state.phase, !flags.contains(.observed), !(error is CancellationError) {
+      UnhandledRejection.report(error, site: CreationSite(file, line))
+    }
+  }
+
+  // MARK: Reading the state
+
+  /// The outcome: `nil` while pending, then `.success(value)` or `.failure(error)`.
+  ///
+  /// Reading a rejection counts as handling it (the unhandled-rejection hook is not called).
+  public var result: Result<Value, any Error>? {
+    lock.lock()
+    defer { lock.unlock() }
+    let result = state.result
+    if result != nil { flags.insert(.observed) }
+    return result
+  }
+
+  /// Whether the promise has not settled yet.
+  public var isPending: Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    return state.isPending
+  }
+
+  /// Whether the promise was fulfilled with a value.
+  public var isFulfilled: Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    if case .fulfilled = state.phase { return true }
+    return false
+  }
+
+  /// Whether the promise was rejected with an error (cancellation included).
+  public var isRejected: Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    if case .rejected = state.phase { return true }
+    return false
+  }
+
+  /// Where this promise was created.
+  public var creationSite: CreationSite { CreationSite(file, line) }
+
+  /// The outcome of a promise known to be settled, read without the lock (see the class's
+  /// safety note): only for nodes fired by this promise's settlement.
+  final var settledResult: Result<Value, any Error> {
+    switch state.phase {
+    case .fulfilled(let value): return .success(value)
+    case .rejected(let error): return .failure(error)
+    case .pending: preconditionFailure("Promises: a callback fired before its promise settled")
+    }
+  }
+
+  /// The value of a promise known to be fulfilled (see `settledResult`).
+  final var settledValue: Value {
+    guard case .fulfilled(let value) = state.phase else {
+      preconditionFailure("Promises: settledValue read from a promise that is not fulfilled")
+    }
+    return value
+  }
+
+  final override var isSettledForWalk: Bool { !isPending }
+
+  // MARK: The primitive
+
+  /// Runs `node` when this promise settles: the single primitive under every combinator.
+  ///
+  /// Cost: one lock acquisition and no allocation (the node is linked in place). On a
+  /// settled promise the node is dispatched at once with `queue.async` (never appended to a
+  /// drain in progress, so it cannot overtake earlier callbacks of this promise).
+  final func register(_ node: _PromiseNode) {
+    lock.lock()
+    flags.insert(.observed)
+    let action: PromiseState<Value>.RegisterAction =
+      state.isPending ? state.register(node) : .runNow
+    lock.unlock()
+    guard action == .runNow else { return }
+    node.firedBy = self
+    if let queue = node.queue {
+      Drain.dispatch(node, on: queue)
+    } else {
+      node.next = nil
+      Drain.schedule(node, settledBy: self)
+    }
+  }
+
+  /// Settles the promise with `result` unless it has settled; schedules its callbacks.
+  @discardableResult
+  final func settle(_ result: Result<Value, any Error>) -> Bool {
+    settle(result, onlyIfSoleObserver: false).settled
+  }
+
+  /// Settles, releasing what the pending promise held; returns its upstream for cancellation.
+  final func settle(
+    _ result: Result<Value, any Error>, onlyIfSoleObserver: Bool
+  ) -> (settled: Bool, upstream: _PromiseNode?) {
+    lock.lock()
+    if onlyIfSoleObserver && state.waitingCount > 1 {
+      lock.unlock()
+      return (false, nil)
+    }
+    guard case .schedule(let first) = state.resolve(result) else {
+      lock.unlock()
+      return (false, nil)
+    }
+    let upstream = self.upstream
+    self.upstream = nil
+    let extras = self.extras
+    self.extras = nil
+    lock.unlock()
+    // Cancellation handlers run only on cancellation; otherwise they are just released.
+    if let extras, case .failure(let error) = result, error is CancellationError {
+      for handler in extras.cancelHandlers { handler() }
+    }
+    if let first { Drain.schedule(first, settledBy: self) }
+    return (true, upstream)
+  }
+
+  /// Whether the promise has settled, for a node about to run its body.
+  final var hasSettled: Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    return !state.isPending
+  }
+
+  final func setUpstream(_ node: _PromiseNode) {
+    lock.lock()
+    if state.isPending { upstream = node }
+    lock.unlock()
+  }
+
+  override final func currentUpstream() -> _PromiseNode? {
+    lock.lock()
+    defer { lock.unlock() }
+    return state.isPending ? upstream : nil
+  }
+
+  // MARK: Cancellation
+
+  /// Cancels the promise: rejects it with `CancellationError` if it is still pending.
+  ///
+  /// Runs the cancellation handlers its work registered (`Resolver.onCancel`) on the calling
+  /// thread, then cancels the work upstream — the promise this one was chained from or adopted,
+  /// the inputs of `all`, `race` and `timeout` — when this promise was its only observer.
+  /// Does nothing if the promise has already settled.
+  public func cancel() {
+    let (settled, upstream) = settle(.failure(CancellationError()), onlyIfSoleObserver: false)
+    guard settled else { return }
+    Promise.propagateCancellation(from: upstream)
+  }
+
+  /// Walks upstream iteratively, so cancelling the tail of a long chain needs no deep stack.
+  static func propagateCancellation(from upstream: _PromiseNode?) {
+    var next = upstream
+    while let node = next {
+      next = node.cancelFromDownstream()
+    }
+  }
+
+  override func cancelFromDownstream() -> _PromiseNode? {
+    let (settled, upstream) = settle(.failure(CancellationError()), onlyIfSoleObserver: true)
+    return settled ? upstream : nil
+  }
+
+  final func addCancelHandler(_ handler: @escaping @Sendable () -> Void) {
+    lock.lock()
+    if state.isPending {
+      if extras == nil { extras = Extras() }
+      extras!.cancelHandlers.append(handler)
+      lock.unlock()
+      return
+    }
+    let cancelled: Bool
+    if case .rejected(let error) = state.phase { cancelled = error is CancellationError } else { cancelled = false }
+    lock.unlock()
+    if cancelled { handler() }
+  }
+
+  final var isCancelled: Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    if case .rejected(let error) = state.phase { return error is CancellationError }
+    return false
+  }
+}
+
+extension Promise: CustomDebugStringConvertible {
+  /// The state and creation site, for example `Promise<Int>(fulfilled: 42, created at App/Main.swift:3)`.
+  public var debugDescription: String {
+    lock.lock()
+    let phase = state.phase
+    let waiting = state.waitingCount
+    lock.unlock()
+    let what: String
+    switch phase {
+    case .pending: what = "pending, \(waiting) callback\(waiting == 1 ? "" : "s") waiting"
+    case .fulfilled(let value): what = "fulfilled: \(value)"
+    case .rejected(let error): what = "rejected: \(error)"
+    }
+    return "Promise<\(Value.self)>(\(what), created at \(creationSite))"
+  }
+}
+
+// MARK: - Resolver
+
+/// Bits of a promise's bookkeeping, guarded by its lock.
+struct PromiseFlags: OptionSet {
+  let rawValue: UInt8
+  /// A callback was registered or the outcome was read: a rejection is not "unhandled".
+  static let observed = PromiseFlags(rawValue: 1)
+}
+
+/// Keeps a pending promise settleable; when the last resolver copy goes, the promise breaks.
+final class ResolverToken<Value: Sendable>: Sendable {
+  let promise: Promise<Value>
+
+  init(_ promise: Promise<Value>) {
+    self.promise = promise
+  }
+
+  deinit {
+    promise.settle(.failure(PromiseError.brokenPromise(createdAt: promise.creationSite)))
+  }
+}
+
+extension Promise {
+  /// The write side of a pending promise: settles it once.
+  ///
+  /// A resolver is a small `Sendable` value; copy it into completion handlers freely. The
+  /// first call to `fulfill`, `reject` or `resolve` settles the promise; later calls are
+  /// ignored. When every copy has been released and the promise is still pending, it is
+  /// rejected with `PromiseError.brokenPromise`.
+  public struct Resolver: Sendable {
+    let token: ResolverToken<Value>
+
+    init(_ token: ResolverToken<Value>) {
+      self.token = token
+    }
+
+    /// Fulfils the promise with `value` if it is still pending.
+    public func fulfill(_ value: Value) {
+      token.promise.settle(.success(value))
+    }
+
+    /// Rejects the promise with `error` if it is still pending.
+    public func reject(_ error: any Error) {
+      token.promise.settle(.failure(error))
+    }
+
+    /// Settles the promise with `result` if it is still pending.
+    public func resolve(_ result: Result<Value, any Error>) {
+      token.promise.settle(result)
+    }
+
+    /// Registers work to run if the promise is cancelled before it settles.
+    ///
+    /// The handler runs once, on the thread that calls `cancel()`; if the promise was already
+    /// cancelled it runs at once. It is released without running when the promise settles
+    /// any other way.
+    public func onCancel(_ handler: @escaping @Sendable () -> Void) {
+      token.promise.addCancelHandler(handler)
+    }
+
+    /// Whether the promise has been cancelled: long-running work can poll this and stop early.
+    public var isCancelled: Bool { token.promise.isCancelled }
+
+    /// Whether the promise is still pending.
+    public var isPending: Bool { token.promise.isPending }
+  }
+}
+
+extension Promise.Resolver where Value == Void {
+  /// Fulfils a `Promise<Void>`.
+  public func fulfill() {
+    fulfill(())
+  }
+}

@@ -1,0 +1,74 @@
+/// The place in source code where a promise was created, carried by diagnostics.
+public struct CreationSite: Sendable, Hashable, CustomStringConvertible {
+  /// The file, as `#fileID` spells it (`Module/File.swift`).
+  public let fileID: String
+  /// The line in that file.
+  public let line: Int
+
+  /// Creates a site from a file identifier and a line.
+  public init(fileID: String, line: Int) {
+    self.fileID = fileID
+    self.line = line
+  }
+
+  init(_ fileID: StaticString, _ line: UInt32) {
+    self.fileID = fileID.description
+    self.line = Int(line)
+  }
+
+  /// `File.swift:12` style text.
+  public var description: String { "\(fileID):\(line)" }
+}
+
+/// Every error the `Promises` library raises, besides Swift's `CancellationError`.
+///
+/// Cases that concern one promise say where that promise was created, so a log line leads to
+/// the code that made it. Match a case without its payload with `catch PromiseError.timedOut`
+/// or `if case .brokenPromise = error`.
+public enum PromiseError: Error, Sendable, CustomStringConvertible, Equatable {
+  /// Nothing can settle the promise any more: its resolver was released while it was pending.
+  case brokenPromise(createdAt: CreationSite)
+  /// The time allowed ran out before the promise settled (`wait(timeout:)`, `timeout(_:)`).
+  case timedOut(after: Duration, createdAt: CreationSite)
+  /// A `validate` predicate returned `false` for the value.
+  case validationFailed(createdAt: CreationSite)
+  /// A promise was made to adopt itself, directly or through a cycle of promises.
+  case chainingCycle(createdAt: CreationSite)
+  /// `wait(timeout:)` was called on a queue that the promise needs in order to settle.
+  case waitWouldDeadlock(queue: String, createdAt: CreationSite)
+  /// Every input of `Promise.any` was rejected; the errors are in input order.
+  case allRejected([any Error])
+
+  /// A sentence that names the problem and where the promise came from.
+  public var description: String {
+    switch self {
+    case .brokenPromise(let site):
+      return "broken promise: the promise created at \(site) can never settle (its resolver was released)"
+    case .timedOut(let duration, let site):
+      return "timed out after \(duration) waiting for the promise created at \(site)"
+    case .validationFailed(let site):
+      return "validation failed for the promise created at \(site)"
+    case .chainingCycle(let site):
+      return "chaining cycle: the promise created at \(site) would wait on itself"
+    case .waitWouldDeadlock(let queue, let site):
+      return
+        "wait(timeout:) on queue '\(queue)' would deadlock: the promise created at \(site) needs that queue to settle"
+    case .allRejected(let errors):
+      return "all \(errors.count) promises were rejected: \(errors.map { "\($0)" }.joined(separator: "; "))"
+    }
+  }
+
+  /// Compares kind and payload; errors inside `allRejected` are compared by their descriptions.
+  public static func == (lhs: PromiseError, rhs: PromiseError) -> Bool {
+    switch (lhs, rhs) {
+    case (.brokenPromise(let a), .brokenPromise(let b)): return a == b
+    case (.timedOut(let a, let c), .timedOut(let b, let d)): return a == b && c == d
+    case (.validationFailed(let a), .validationFailed(let b)): return a == b
+    case (.chainingCycle(let a), .chainingCycle(let b)): return a == b
+    case (.waitWouldDeadlock(let a, let c), .waitWouldDeadlock(let b, let d)): return a == b && c == d
+    case (.allRejected(let a), .allRejected(let b)):
+      return a.map { String(reflecting: $0) } == b.map { String(reflecting: $0) }
+    default: return false
+    }
+  }
+}

@@ -1,0 +1,226 @@
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// The non-generic base of every promise; an implementation detail with no public members.
+///
+/// A promise returned by `then`, `recover`, `catch` and friends is also the callback record
+/// that its source promise keeps: the link costs one object, not a promise plus a closure box.
+/// Nodes are linked intrusively through `next`, first in their source's callback list and then
+/// in a drain's run list, so registering and scheduling a callback allocate nothing.
+///
+/// Thread safety: `next` and `firedBy` are owned by whoever currently holds the node — the
+/// source promise's lock while the node waits in its callback list, then the single drain
+/// that runs it. A node is in at most one list at a time and fires once per registration,
+/// so these fields are never touched by two threads at once; the hand-offs between owners
+/// go through a lock release/acquire or `DispatchQueue.async`, which order the accesses.
+public class _PromiseNode: @unchecked Sendable {
+  /// The next node in the list this node is in.
+  final var next: _PromiseNode?
+  /// The promise whose settlement fired this node; set just before the node is scheduled.
+  final var firedBy: _PromiseNode?
+  /// The queue the node's callback runs on; `nil` for internal forwarding that runs inline.
+  final var queue: DispatchQueue?
+
+  init(queue: DispatchQueue?) {
+    self.queue = queue
+  }
+
+  /// Runs the callback; `firedBy` holds the settled source. Overridden by every node kind.
+  func fire() {}
+
+  /// Cancels this promise on behalf of a downstream promise that was cancelled, when it is
+  /// pending and the caller is its only observer; returns the next promise upstream to visit.
+  func cancelFromDownstream() -> _PromiseNode? { nil }
+
+  /// The promise this one currently waits on, used to detect adoption cycles and deadlocks.
+  func currentUpstream() -> _PromiseNode? { nil }
+
+  /// Whether this node's promise has settled (for nodes that are promises).
+  var isSettledForWalk: Bool { true }
+}
+
+// MARK: - Scheduling
+
+/// Runs nodes whose source settled: on their queue, batching same-queue work in one block.
+///
+/// Each thread has one `Drain`. While a dispatched block for queue `Q` runs, the thread's
+/// drain is "active on Q": nodes that become ready for `Q` (a chain of `then(on: Q)` links
+/// settling one after the other) are appended to its run list and run by the same block, in
+/// order, instead of costing one `Q.async` each. Nodes for other queues are dispatched.
+/// Internal forwarding nodes (`queue == nil`) always join the run list, so adoption and
+/// aggregation never recurse: a chain of any length settles in a loop, on a flat stack.
+///
+/// Callbacks are still never synchronous from the registering call's point of view: a node is
+/// only appended to a drain when its source settles, and a node registered on a promise that
+/// has already settled is always dispatched with `Q.async` (appending it to a running drain
+/// could let it overtake earlier callbacks of the same promise still queued in another block).
+/// A drain runs until its list is empty; it never stops early, so work left over can never be
+/// reordered behind blocks that arrived on the queue meanwhile.
+final class Drain {
+  /// The queue this drain runs on; `nil` when the drain only forwards internal nodes.
+  var queue: DispatchQueue?
+  var isActive = false
+  var head: _PromiseNode?
+  var tail: _PromiseNode?
+
+  static let key: pthread_key_t = {
+    var key = pthread_key_t()
+    let status = pthread_key_create(&key) { pointer in
+      #if canImport(Darwin)
+        Unmanaged<Drain>.fromOpaque(pointer).release()
+      #else
+        if let pointer { Unmanaged<Drain>.fromOpaque(pointer).release() }
+      #endif
+    }
+    precondition(status == 0, "pthread_key_create failed: \(status)")
+    return key
+  }()
+
+  /// The calling thread's drain, created on first use.
+  static var current: Drain {
+    if let pointer = pthread_getspecific(key) {
+      return Unmanaged<Drain>.fromOpaque(pointer).takeUnretainedValue()
+    }
+    let drain = Drain()
+    pthread_setspecific(key, Unmanaged.passRetained(drain).toOpaque())
+    return drain
+  }
+
+  @inline(__always)
+  func append(_ node: _PromiseNode) {
+    if let tail {
+      tail.next = node
+    } else {
+      head = node
+    }
+    tail = node
+  }
+
+  /// Fires nodes until the run list is empty.
+  func run() {
+    while let node = head {
+      head = node.next
+      if head == nil { tail = nil }
+      node.next = nil
+      node.fire()
+    }
+  }
+
+  /// Schedules the nodes of a settled promise (`first`, linked by `next`, in registration order).
+  static func schedule(_ first: _PromiseNode, settledBy source: _PromiseNode) {
+    let drain = Drain.current
+    if drain.isActive {
+      drain.enqueue(first, source: source)
+      return
+    }
+    drain.isActive = true
+    drain.queue = nil
+    drain.enqueue(first, source: source)
+    drain.run()
+    drain.isActive = false
+  }
+
+  /// Appends the nodes that may run here and dispatches the others, grouped per queue.
+  private func enqueue(_ first: _PromiseNode, source: _PromiseNode) {
+    var batchQueue: DispatchQueue?
+    var batchHead: _PromiseNode?
+    var batchTail: _PromiseNode?
+    var node: _PromiseNode? = first
+    while let current = node {
+      node = current.next
+      current.next = nil
+      current.firedBy = source
+      let target = current.queue
+      if target == nil || target === queue {
+        append(current)
+      } else if target === batchQueue, let tail = batchTail {
+        tail.next = current
+        batchTail = current
+      } else {
+        if let batchHead, let batchQueue { Drain.dispatch(batchHead, on: batchQueue) }
+        batchQueue = target
+        batchHead = current
+        batchTail = current
+      }
+    }
+    if let batchHead, let batchQueue { Drain.dispatch(batchHead, on: batchQueue) }
+  }
+
+  /// Runs `first` (and the nodes linked after it) in one block on `queue`.
+  static func dispatch(_ first: _PromiseNode, on queue: DispatchQueue) {
+    queue.async {
+      Drain.current.runBlock(first, on: queue)
+    }
+  }
+
+  private func runBlock(_ first: _PromiseNode, on queue: DispatchQueue) {
+    // A block can start on a thread whose drain is busy only through nested execution
+    // (for instance a callback that runs a queue's work synchronously); keep that drain's
+    // list aside and restore it afterwards so neither list is reordered.
+    let saved = (isActive, self.queue, head, tail)
+    isActive = true
+    self.queue = queue
+    head = first
+    var last = first
+    while let next = last.next { last = next }
+    tail = last
+    run()
+    (isActive, self.queue, head, tail) = saved
+  }
+
+  /// Whether the calling thread is currently running callbacks for `queue`.
+  static func isDraining(_ queue: DispatchQueue) -> Bool {
+    guard let pointer = pthread_getspecific(key) else { return false }
+    let drain = Unmanaged<Drain>.fromOpaque(pointer).takeUnretainedValue()
+    return drain.isActive && drain.queue === queue
+  }
+}
+
+// MARK: - Lock
+
+/// A tiny spin lock on an atomic byte, stored inline in each promise (no allocation).
+///
+/// ThreadSanitizer sees its acquire/release atomics, unlike the futex hand-off of a
+/// contended `Synchronization.Mutex` on Linux. Critical sections never run user code and
+/// are a few loads and stores long; a waiter yields the CPU after a short spin.
+struct SpinLock: ~Copyable {
+  private let word = Atomic<UInt8>(0)
+
+  init() {}
+
+  @inline(__always)
+  func lock() {
+    if word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { return }
+    lockSlow()
+  }
+
+  @inline(never)
+  private func lockSlow() {
+    var spins = 0
+    while true {
+      if word.load(ordering: .relaxed) == 0,
+        word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged
+      {
+        return
+      }
+      spins += 1
+      if spins > 64 {
+        sched_yield()
+        spins = 0
+      }
+    }
+  }
+
+  @inline(__always)
+  func unlock() {
+    word.store(0, ordering: .releasing)
+  }
+}
