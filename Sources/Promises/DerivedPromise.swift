@@ -8,11 +8,13 @@ import Dispatch
 /// waits in its source's list. Cost of a link: one allocation, one lock acquisition to
 /// register, one to settle (plus one to check for cancellation before running the body),
 /// and no dispatch of its own when the source settles on a drain of the same queue.
+@usableFromInline
 class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @unchecked Sendable {
   // Safety: `isAdopting` is only touched by the thread that fires the node, and a node fires
   // once per registration, with registrations ordered by the source's lock.
-  private final var isAdopting = false
+  @exclusivity(unchecked) private final var isAdopting = false
 
+  @usableFromInline
   init(source: Promise<Input>, queue: DispatchQueue, file: StaticString, line: UInt) {
     super.init(queue: queue, file: file, line: line)
     upstream = source
@@ -22,20 +24,27 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     let source = firedBy.unsafelyUnwrapped
     firedBy = nil
     if isAdopting {
-      settle(unsafeDowncast(source, to: Promise<Value>.self).settledResult)
+      let inner = unsafeDowncast(source, to: Promise<Value>.self)
+      if inner.state.phase == .fulfilled {
+        settle(value: inner.loadValue())
+      } else {
+        settle(error: inner.state.error.unsafelyUnwrapped)
+      }
       return
     }
-    let input = unsafeDowncast(source, to: Promise<Input>.self).settledResult
     if hasSettled {
       // Cancelled while waiting: the body must not run (its side effects were cancelled too).
       releaseBody()
       return
     }
-    run(input)
+    run(unsafeDowncast(source, to: Promise<Input>.self))
   }
 
-  /// Computes the outcome from the source's outcome; calls `settle` or `adopt`.
-  func run(_ input: Result<Input, any Error>) {}
+  /// Computes the outcome from the settled `source`; calls `settle` or `adopt`.
+  ///
+  /// Reads the source's fields directly rather than building a `Result`: in unspecialized
+  /// generic code every `Result<Input, …>` costs a run-time metadata look-up.
+  func run(_ source: Promise<Input>) {}
 
   /// Drops the user's closure and what it captured.
   func releaseBody() {}
@@ -49,7 +58,7 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     var steps = 0
     while let current = node, steps < 10_000 {
       if current === self {
-        settle(.failure(PromiseError.chainingCycle(createdAt: creationSite)))
+        settle(error: PromiseError.chainingCycle(createdAt: creationSite))
         return
       }
       node = current.currentUpstream()
@@ -71,12 +80,14 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
 }
 
 /// `then` with a closure returning a value.
+@usableFromInline
 final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<Input, Value>,
   @unchecked Sendable
 {
   // Safety: `body` is written at init and then only by the firing thread (see `_PromiseNode`).
-  private var body: (@Sendable (Input) throws -> Value)?
+  @exclusivity(unchecked) private var body: (@Sendable (Input) throws -> Value)?
 
+  @usableFromInline
   init(
     source: Promise<Input>, queue: DispatchQueue, file: StaticString, line: UInt,
     body: @escaping @Sendable (Input) throws -> Value
@@ -85,20 +96,19 @@ final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<I
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ input: Result<Input, any Error>) {
-    switch input {
-    case .success(let value):
-      let result: Result<Value, any Error>
-      do {
-        result = .success(try body.unsafelyUnwrapped(value))
-      } catch {
-        result = .failure(error)
-      }
+  override func run(_ source: Promise<Input>) {
+    guard source.state.phase == .fulfilled else {
       body = nil
-      settle(result)
-    case .failure(let error):
+      settle(error: source.state.error.unsafelyUnwrapped)
+      return
+    }
+    do {
+      let value = try body.unsafelyUnwrapped(source.loadValue())
       body = nil
-      settle(.failure(error))
+      settle(value: value)
+    } catch {
+      body = nil
+      settle(error: error)
     }
   }
 
@@ -106,12 +116,14 @@ final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<I
 }
 
 /// `then` with a closure returning a promise, whose outcome is adopted.
+@usableFromInline
 final class ThenPromisePromise<Input: Sendable, Value: Sendable>: DerivedPromise<Input, Value>,
   @unchecked Sendable
 {
   // Safety: as for `ThenValuePromise`.
-  private var body: (@Sendable (Input) throws -> Promise<Value>)?
+  @exclusivity(unchecked) private var body: (@Sendable (Input) throws -> Promise<Value>)?
 
+  @usableFromInline
   init(
     source: Promise<Input>, queue: DispatchQueue, file: StaticString, line: UInt,
     body: @escaping @Sendable (Input) throws -> Promise<Value>
@@ -120,20 +132,19 @@ final class ThenPromisePromise<Input: Sendable, Value: Sendable>: DerivedPromise
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ input: Result<Input, any Error>) {
-    switch input {
-    case .success(let value):
-      do {
-        let inner = try body.unsafelyUnwrapped(value)
-        body = nil
-        adopt(inner)
-      } catch {
-        body = nil
-        settle(.failure(error))
-      }
-    case .failure(let error):
+  override func run(_ source: Promise<Input>) {
+    guard source.state.phase == .fulfilled else {
       body = nil
-      settle(.failure(error))
+      settle(error: source.state.error.unsafelyUnwrapped)
+      return
+    }
+    do {
+      let inner = try body.unsafelyUnwrapped(source.loadValue())
+      body = nil
+      adopt(inner)
+    } catch {
+      body = nil
+      settle(error: error)
     }
   }
 
@@ -141,10 +152,12 @@ final class ThenPromisePromise<Input: Sendable, Value: Sendable>: DerivedPromise
 }
 
 /// `recover` with a closure returning a value.
+@usableFromInline
 final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, @unchecked Sendable {
   // Safety: as for `ThenValuePromise`.
-  private var body: (@Sendable (any Error) throws -> Value)?
+  @exclusivity(unchecked) private var body: (@Sendable (any Error) throws -> Value)?
 
+  @usableFromInline
   init(
     source: Promise<Value>, queue: DispatchQueue, file: StaticString, line: UInt,
     body: @escaping @Sendable (any Error) throws -> Value
@@ -153,20 +166,19 @@ final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, 
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ input: Result<Value, any Error>) {
-    switch input {
-    case .success:
+  override func run(_ source: Promise<Value>) {
+    guard source.state.phase == .rejected else {
       body = nil
-      settle(input)
-    case .failure(let error):
-      let result: Result<Value, any Error>
-      do {
-        result = .success(try body.unsafelyUnwrapped(error))
-      } catch {
-        result = .failure(error)
-      }
+      settle(value: source.loadValue())
+      return
+    }
+    do {
+      let value = try body.unsafelyUnwrapped(source.state.error.unsafelyUnwrapped)
       body = nil
-      settle(result)
+      settle(value: value)
+    } catch {
+      body = nil
+      settle(error: error)
     }
   }
 
@@ -174,10 +186,12 @@ final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, 
 }
 
 /// `recover` with a closure returning a promise, whose outcome is adopted.
+@usableFromInline
 final class RecoverPromisePromise<Value: Sendable>: DerivedPromise<Value, Value>, @unchecked Sendable {
   // Safety: as for `ThenValuePromise`.
-  private var body: (@Sendable (any Error) throws -> Promise<Value>)?
+  @exclusivity(unchecked) private var body: (@Sendable (any Error) throws -> Promise<Value>)?
 
+  @usableFromInline
   init(
     source: Promise<Value>, queue: DispatchQueue, file: StaticString, line: UInt,
     body: @escaping @Sendable (any Error) throws -> Promise<Value>
@@ -186,20 +200,19 @@ final class RecoverPromisePromise<Value: Sendable>: DerivedPromise<Value, Value>
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ input: Result<Value, any Error>) {
-    switch input {
-    case .success:
+  override func run(_ source: Promise<Value>) {
+    guard source.state.phase == .rejected else {
       body = nil
-      settle(input)
-    case .failure(let error):
-      do {
-        let inner = try body.unsafelyUnwrapped(error)
-        body = nil
-        adopt(inner)
-      } catch {
-        body = nil
-        settle(.failure(error))
-      }
+      settle(value: source.loadValue())
+      return
+    }
+    do {
+      let inner = try body.unsafelyUnwrapped(source.state.error.unsafelyUnwrapped)
+      body = nil
+      adopt(inner)
+    } catch {
+      body = nil
+      settle(error: error)
     }
   }
 
@@ -207,7 +220,9 @@ final class RecoverPromisePromise<Value: Sendable>: DerivedPromise<Value, Value>
 }
 
 /// `catch`, `always` and `whenSettled`: run a closure, pass the outcome on unchanged.
+@usableFromInline
 final class ObserverPromise<Value: Sendable>: DerivedPromise<Value, Value>, @unchecked Sendable {
+  @usableFromInline
   enum Body {
     case onRejection(@Sendable (any Error) -> Void)
     case always(@Sendable () -> Void)
@@ -215,14 +230,16 @@ final class ObserverPromise<Value: Sendable>: DerivedPromise<Value, Value>, @unc
   }
 
   // Safety: as for `ThenValuePromise`.
-  private var body: Body?
+  @exclusivity(unchecked) private var body: Body?
 
+  @usableFromInline
   init(source: Promise<Value>, queue: DispatchQueue, file: StaticString, line: UInt, body: Body) {
     self.body = body
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ input: Result<Value, any Error>) {
+  override func run(_ source: Promise<Value>) {
+    let input = source.settledResult
     switch (body.unsafelyUnwrapped, input) {
     case (.onRejection(let handler), .failure(let error)): handler(error)
     case (.onRejection, .success): break

@@ -55,7 +55,7 @@ final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendab
   func receive(_ result: Result<Element, any Error>, at index: Int) {
     switch result {
     case .failure(let error):
-      settle(.failure(error))
+      settle(error: error)
     case .success(let value):
       lock.lock()
       guard state.isPending else {
@@ -71,7 +71,7 @@ final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendab
         let collected = values.map { $0.unsafelyUnwrapped }
         values = []
         lock.unlock()
-        settle(.success(collected))
+        settle(value: collected)
       }
     }
   }

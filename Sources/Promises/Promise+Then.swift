@@ -12,6 +12,7 @@ extension Promise {
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
   ///   - body: Turns the value into the next value.
   /// - Returns: A promise of `body`'s result.
+  @inlinable
   public func then<NewValue>(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (Value) throws -> NewValue
@@ -33,6 +34,7 @@ extension Promise {
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
   ///   - body: Starts the next step.
   /// - Returns: A promise settled like the one `body` returns.
+  @inlinable
   public func then<NewValue>(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (Value) throws -> Promise<NewValue>
@@ -51,6 +53,7 @@ extension Promise {
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
   ///   - body: Turns the error into a fallback value, or throws to keep a rejection.
   /// - Returns: A promise that is fulfilled unless `body` throws.
+  @inlinable
   public func recover(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (any Error) throws -> Value
@@ -69,6 +72,7 @@ extension Promise {
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
   ///   - body: Starts the fallback work.
   /// - Returns: A promise settled like this one if fulfilled, else like `body`'s promise.
+  @inlinable
   public func recover(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (any Error) throws -> Promise<Value>
@@ -88,14 +92,14 @@ extension Promise {
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
   ///   - body: Reports or logs the error.
   /// - Returns: A promise with this promise's outcome.
-  @discardableResult
+  @inlinable @discardableResult
   public func `catch`(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (any Error) -> Void
   ) -> Promise<Value> {
     let next = ObserverPromise(
       source: self, queue: queue, file: file, line: line, body: .onRejection(body))
-    next.flags.insert(.observed)
+    next.markObserved()
     register(next)
     return next
   }
@@ -109,7 +113,7 @@ extension Promise {
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
   ///   - body: The clean-up.
   /// - Returns: A promise with this promise's outcome.
-  @discardableResult
+  @inlinable @discardableResult
   public func always(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable () -> Void
@@ -128,14 +132,14 @@ extension Promise {
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
   ///   - body: Receives the value or the error.
   /// - Returns: A promise with this promise's outcome.
-  @discardableResult
+  @inlinable @discardableResult
   public func whenSettled(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (Result<Value, any Error>) -> Void
   ) -> Promise<Value> {
     let next = ObserverPromise(
       source: self, queue: queue, file: file, line: line, body: .onResult(body))
-    next.flags.insert(.observed)
+    next.markObserved()
     register(next)
     return next
   }

@@ -72,12 +72,16 @@ extension Promise {
   private func checkWaitWouldNotDeadlock() throws {
     var node: _PromiseNode? = self
     var steps = 0
+    var checked: DispatchQueue?
     while let current = node, steps < 1_000 {
-      guard let promise = current as? any WaitInspectable else { return }
-      let (pending, queue, upstream) = promise.waitInspection()
+      let (pending, queue, upstream) = current.waitInspection()
       guard pending else { return }
-      if let queue, QueueIdentity.isCurrent(queue) {
-        throw PromiseError.waitWouldDeadlock(queue: queue.label, createdAt: creationSite)
+      // A chain usually runs on one queue: check each run of the same queue once.
+      if let queue, queue !== checked {
+        if QueueIdentity.isCurrent(queue) {
+          throw PromiseError.waitWouldDeadlock(queue: queue.label, createdAt: creationSite)
+        }
+        checked = queue
       }
       node = upstream
       steps += 1
@@ -85,15 +89,3 @@ extension Promise {
   }
 }
 
-/// A promise's pending state, queue and upstream, read together under its lock.
-protocol WaitInspectable: AnyObject {
-  func waitInspection() -> (pending: Bool, queue: DispatchQueue?, upstream: _PromiseNode?)
-}
-
-extension Promise: WaitInspectable {
-  func waitInspection() -> (pending: Bool, queue: DispatchQueue?, upstream: _PromiseNode?) {
-    lock.lock()
-    defer { lock.unlock() }
-    return (state.isPending, queue, upstream)
-  }
-}

@@ -15,18 +15,25 @@ import Dispatch
 /// A promise is `Sendable`: pass it between threads and tasks freely.
 public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   // Safety of `@unchecked Sendable`: every stored `var` below is read and written only while
-  // `lock` is held, with one exception: once the state has left `.pending` it never changes
-  // again, and `settledResult` reads it without the lock from code that the settling thread
-  // handed over through a lock release or a `DispatchQueue.async`, which orders the read
-  // after the write. `file` and `line` are constants.
-  let lock = SpinLock()
-  var state: PromiseState<Value>
-  var flags: PromiseFlags = []
+  // `lock` is held, with one exception: once the state has left `.pending`, `state.phase`,
+  // `state.error` and `value` never change again, and nodes fired by the settlement read
+  // them without the lock. The settling thread hands those nodes over through a lock release
+  // or a `DispatchQueue.async`, which orders their reads after the writes. `file` and `line`
+  // are constants.
+  @usableFromInline let lock = SpinLock()
+  @usableFromInline @exclusivity(unchecked) var state: PromiseState
+  /// The value once fulfilled, in place (three words) or, when larger, behind a pointer.
+  ///
+  /// Raw words rather than a `Value?`: in the unspecialized code a node runs, every access
+  /// to an `Optional<Value>` looks its metadata up at run time; `Value`'s own metadata comes
+  /// with the object. Initialized exactly when `state.phase == .fulfilled`.
+  @usableFromInline @exclusivity(unchecked) final var valueWords: (UInt, UInt, UInt) = (0, 0, 0)
+  @exclusivity(unchecked) var flags: PromiseFlags = []
   /// The promise this one waits on (its source or the promise it adopted), kept for
   /// cancellation and cycle detection and released at settlement.
-  var upstream: _PromiseNode?
+  @usableFromInline @exclusivity(unchecked) var upstream: _PromiseNode?
   /// Rarely used parts (cancellation handlers), allocated on demand.
-  var extras: Extras?
+  @exclusivity(unchecked) var extras: Extras?
   let file: StaticString
   let line: UInt32
 
@@ -34,6 +41,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     var cancelHandlers: [@Sendable () -> Void] = []
   }
 
+  @usableFromInline
   init(queue: DispatchQueue?, file: StaticString, line: UInt) {
     self.state = PromiseState()
     self.file = file
@@ -45,15 +53,16 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   ///
   /// Callbacks chained on it still run asynchronously, on their queue.
   public init(_ value: Value, file: StaticString = #fileID, line: UInt = #line) {
-    self.state = PromiseState(settledWith: .success(value))
+    self.state = .fulfilled
     self.file = file
     self.line = UInt32(truncatingIfNeeded: line)
     super.init(queue: nil)
+    storeValue(value)
   }
 
   /// Creates a promise that is already rejected with `error`.
   public init(error: any Error, file: StaticString = #fileID, line: UInt = #line) {
-    self.state = PromiseState(settledWith: .failure(error))
+    self.state = .rejected(error)
     self.file = file
     self.line = UInt32(truncatingIfNeeded: line)
     super.init(queue: nil)
@@ -92,7 +101,10 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   deinit {
-    if case .rejected(let error) = state.phase, !flags.contains(.observed), !(error is CancellationError) {
+    if state.phase == .fulfilled { destroyValue() }
+    if state.phase == .rejected, !flags.contains(.observed), let error = state.error,
+      !(error is CancellationError)
+    {
       UnhandledRejection.report(error, site: CreationSite(file, line))
     }
   }
@@ -105,9 +117,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   public var result: Result<Value, any Error>? {
     lock.lock()
     defer { lock.unlock() }
-    let result = state.result
-    if result != nil { flags.insert(.observed) }
-    return result
+    guard !state.isPending else { return nil }
+    flags.insert(.observed)
+    return settledResult
   }
 
   /// Whether the promise has not settled yet.
@@ -121,37 +133,79 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   public var isFulfilled: Bool {
     lock.lock()
     defer { lock.unlock() }
-    if case .fulfilled = state.phase { return true }
-    return false
+    return state.phase == .fulfilled
   }
 
   /// Whether the promise was rejected with an error (cancellation included).
   public var isRejected: Bool {
     lock.lock()
     defer { lock.unlock() }
-    if case .rejected = state.phase { return true }
-    return false
+    return state.phase == .rejected
   }
 
   /// Where this promise was created.
   public var creationSite: CreationSite { CreationSite(file, line) }
 
   /// The outcome of a promise known to be settled, read without the lock (see the class's
-  /// safety note): only for nodes fired by this promise's settlement.
+  /// safety note): only for nodes fired by this promise's settlement, or under the lock.
   final var settledResult: Result<Value, any Error> {
     switch state.phase {
-    case .fulfilled(let value): return .success(value)
-    case .rejected(let error): return .failure(error)
+    case .fulfilled: return .success(loadValue())
+    case .rejected: return .failure(state.error.unsafelyUnwrapped)
     case .pending: preconditionFailure("Promises: a callback fired before its promise settled")
     }
   }
 
   /// The value of a promise known to be fulfilled (see `settledResult`).
   final var settledValue: Value {
-    guard case .fulfilled(let value) = state.phase else {
+    guard state.phase == .fulfilled else {
       preconditionFailure("Promises: settledValue read from a promise that is not fulfilled")
     }
-    return value
+    return loadValue()
+  }
+
+  // MARK: Value storage
+
+  @usableFromInline
+  static var storesValueInline: Bool {
+    MemoryLayout<Value>.size <= MemoryLayout<(UInt, UInt, UInt)>.size
+      && MemoryLayout<Value>.alignment <= MemoryLayout<UInt>.alignment
+  }
+
+  /// Initializes the value storage; called once, before the fulfilled state is published.
+  final func storeValue(_ value: Value) {
+    withUnsafeMutableBytes(of: &valueWords) { raw in
+      if Self.storesValueInline {
+        raw.baseAddress.unsafelyUnwrapped.initializeMemory(as: Value.self, to: value)
+      } else {
+        let box = UnsafeMutablePointer<Value>.allocate(capacity: 1)
+        box.initialize(to: value)
+        raw.storeBytes(of: UInt(bitPattern: box), as: UInt.self)
+      }
+    }
+  }
+
+  /// A copy of the value; only once fulfilled.
+  final func loadValue() -> Value {
+    withUnsafeBytes(of: &valueWords) { raw in
+      if Self.storesValueInline {
+        return raw.load(as: Value.self)
+      }
+      let box = UnsafePointer<Value>(bitPattern: raw.load(as: UInt.self)).unsafelyUnwrapped
+      return box.pointee
+    }
+  }
+
+  private func destroyValue() {
+    withUnsafeMutableBytes(of: &valueWords) { raw in
+      if Self.storesValueInline {
+        raw.baseAddress.unsafelyUnwrapped.assumingMemoryBound(to: Value.self).deinitialize(count: 1)
+      } else {
+        let box = UnsafeMutablePointer<Value>(bitPattern: raw.load(as: UInt.self)).unsafelyUnwrapped
+        box.deinitialize(count: 1)
+        box.deallocate()
+      }
+    }
   }
 
   final override var isSettledForWalk: Bool { !isPending }
@@ -163,11 +217,11 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Cost: one lock acquisition and no allocation (the node is linked in place). On a
   /// settled promise the node is dispatched at once with `queue.async` (never appended to a
   /// drain in progress, so it cannot overtake earlier callbacks of this promise).
+  @usableFromInline
   final func register(_ node: _PromiseNode) {
     lock.lock()
     flags.insert(.observed)
-    let action: PromiseState<Value>.RegisterAction =
-      state.isPending ? state.register(node) : .runNow
+    let action = state.register(node)
     lock.unlock()
     guard action == .runNow else { return }
     node.firedBy = self
@@ -179,22 +233,55 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     }
   }
 
-  /// Settles the promise with `result` unless it has settled; schedules its callbacks.
+  /// Fulfils the promise with `value` unless it has settled; schedules its callbacks.
   @discardableResult
-  final func settle(_ result: Result<Value, any Error>) -> Bool {
-    settle(result, onlyIfSoleObserver: false).settled
+  final func settle(value: Value) -> Bool {
+    lock.lock()
+    guard state.isPending else {
+      lock.unlock()
+      return false
+    }
+    storeValue(value)
+    guard case .schedule(let first) = state.fulfill() else { preconditionFailure() }
+    let upstream = self.upstream
+    self.upstream = nil
+    let extras = self.extras
+    self.extras = nil
+    lock.unlock()
+    // Released here, after unlocking: a deinit they trigger may run user code.
+    _ = (upstream, extras)
+    if let first { Drain.schedule(first, settledBy: self) }
+    return true
   }
 
-  /// Settles, releasing what the pending promise held; returns its upstream for cancellation.
+  /// Rejects the promise with `error` unless it has settled; schedules its callbacks.
+  @discardableResult
+  final func settle(error: any Error) -> Bool {
+    settle(error: error, onlyIfSoleObserver: false).settled
+  }
+
+  /// Settles the promise with `result` unless it has settled.
+  @discardableResult
+  final func settle(_ result: Result<Value, any Error>) -> Bool {
+    switch result {
+    case .success(let value): return settle(value: value)
+    case .failure(let error): return settle(error: error)
+    }
+  }
+
+  /// Rejects, releasing what the pending promise held; returns its upstream for cancellation.
+  ///
+  /// With `onlyIfSoleObserver`, does nothing when more than one callback waits (a cancelled
+  /// downstream promise cancels its upstream only if nobody else waits on it).
   final func settle(
-    _ result: Result<Value, any Error>, onlyIfSoleObserver: Bool
+    error: any Error, onlyIfSoleObserver: Bool
   ) -> (settled: Bool, upstream: _PromiseNode?) {
     lock.lock()
     if onlyIfSoleObserver && state.waitingCount > 1 {
       lock.unlock()
       return (false, nil)
     }
-    guard case .schedule(let first) = state.resolve(result) else {
+    guard case .schedule(let first) = state.reject(error) else {
       lock.unlock()
       return (false, nil)
     }
@@ -204,11 +291,19 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     self.extras = nil
     lock.unlock()
     // Cancellation handlers run only on cancellation; otherwise they are just released.
-    if let extras, case .failure(let error) = result, error is CancellationError {
+    if let extras, error is CancellationError {
       for handler in extras.cancelHandlers { handler() }
     }
     if let first { Drain.schedule(first, settledBy: self) }
     return (true, upstream)
+  }
+
+  /// Marks a new promise's rejection as handled (the promise `catch` returns).
+  @usableFromInline
+  final func markObserved() {
+    lock.lock()
+    flags.insert(.observed)
+    lock.unlock()
   }
 
   /// Whether the promise has settled, for a node about to run its body.
@@ -222,6 +317,13 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     lock.lock()
     if state.isPending { upstream = node }
     lock.unlock()
+  }
+
+  /// This promise's pending state, queue and upstream, read together under its lock.
+  override final func waitInspection() -> (pending: Bool, queue: DispatchQueue?, upstream: _PromiseNode?) {
+    lock.lock()
+    defer { lock.unlock() }
+    return (state.isPending, queue, upstream)
   }
 
   override final func currentUpstream() -> _PromiseNode? {
@@ -239,7 +341,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// the inputs of `all`, `race` and `timeout` — when this promise was its only observer.
   /// Does nothing if the promise has already settled.
   public func cancel() {
-    let (settled, upstream) = settle(.failure(CancellationError()), onlyIfSoleObserver: false)
+    let (settled, upstream) = settle(error: CancellationError(), onlyIfSoleObserver: false)
     guard settled else { return }
     Promise.propagateCancellation(from: upstream)
   }
@@ -253,7 +355,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   override func cancelFromDownstream() -> _PromiseNode? {
-    let (settled, upstream) = settle(.failure(CancellationError()), onlyIfSoleObserver: true)
+    let (settled, upstream) = settle(error: CancellationError(), onlyIfSoleObserver: true)
     return settled ? upstream : nil
   }
 
@@ -265,8 +367,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
       lock.unlock()
       return
     }
-    let cancelled: Bool
-    if case .rejected(let error) = state.phase { cancelled = error is CancellationError } else { cancelled = false }
+    let cancelled = state.error is CancellationError
     lock.unlock()
     if cancelled { handler() }
   }
@@ -274,8 +375,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   final var isCancelled: Bool {
     lock.lock()
     defer { lock.unlock() }
-    if case .rejected(let error) = state.phase { return error is CancellationError }
-    return false
+    return state.error is CancellationError
   }
 }
 
@@ -283,14 +383,14 @@ extension Promise: CustomDebugStringConvertible {
   /// The state and creation site, for example `Promise<Int>(fulfilled: 42, created at App/Main.swift:3)`.
   public var debugDescription: String {
     lock.lock()
-    let phase = state.phase
     let waiting = state.waitingCount
+    let result = state.isPending ? nil : settledResult
     lock.unlock()
     let what: String
-    switch phase {
-    case .pending: what = "pending, \(waiting) callback\(waiting == 1 ? "" : "s") waiting"
-    case .fulfilled(let value): what = "fulfilled: \(value)"
-    case .rejected(let error): what = "rejected: \(error)"
+    switch result {
+    case nil: what = "pending, \(waiting) callback\(waiting == 1 ? "" : "s") waiting"
+    case .success(let value)?: what = "fulfilled: \(value)"
+    case .failure(let error)?: what = "rejected: \(error)"
     }
     return "Promise<\(Value.self)>(\(what), created at \(creationSite))"
   }
@@ -314,7 +414,7 @@ final class ResolverToken<Value: Sendable>: Sendable {
   }
 
   deinit {
-    promise.settle(.failure(PromiseError.brokenPromise(createdAt: promise.creationSite)))
+    promise.settle(error: PromiseError.brokenPromise(createdAt: promise.creationSite))
   }
 }
 
@@ -334,12 +434,12 @@ extension Promise {
 
     /// Fulfils the promise with `value` if it is still pending.
     public func fulfill(_ value: Value) {
-      token.promise.settle(.success(value))
+      token.promise.settle(value: value)
     }
 
     /// Rejects the promise with `error` if it is still pending.
     public func reject(_ error: any Error) {
-      token.promise.settle(.failure(error))
+      token.promise.settle(error: error)
     }
 
     /// Settles the promise with `result` if it is still pending.

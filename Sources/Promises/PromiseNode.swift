@@ -23,12 +23,13 @@ import Synchronization
 /// go through a lock release/acquire or `DispatchQueue.async`, which order the accesses.
 public class _PromiseNode: @unchecked Sendable {
   /// The next node in the list this node is in.
-  final var next: _PromiseNode?
+  @usableFromInline @exclusivity(unchecked) final var next: _PromiseNode?
   /// The promise whose settlement fired this node; set just before the node is scheduled.
-  final var firedBy: _PromiseNode?
+  @usableFromInline @exclusivity(unchecked) final var firedBy: _PromiseNode?
   /// The queue the node's callback runs on; `nil` for internal forwarding that runs inline.
-  final var queue: DispatchQueue?
+  @usableFromInline @exclusivity(unchecked) final var queue: DispatchQueue?
 
+  @usableFromInline
   init(queue: DispatchQueue?) {
     self.queue = queue
   }
@@ -45,6 +46,12 @@ public class _PromiseNode: @unchecked Sendable {
 
   /// Whether this node's promise has settled (for nodes that are promises).
   var isSettledForWalk: Bool { true }
+
+  /// For `wait`'s deadlock check: whether the node's promise is pending, the queue its
+  /// callback needs, and what it waits on. Nodes that are not promises report settled.
+  func waitInspection() -> (pending: Bool, queue: DispatchQueue?, upstream: _PromiseNode?) {
+    (false, nil, nil)
+  }
 }
 
 // MARK: - Scheduling
@@ -65,11 +72,12 @@ public class _PromiseNode: @unchecked Sendable {
 /// A drain runs until its list is empty; it never stops early, so work left over can never be
 /// reordered behind blocks that arrived on the queue meanwhile.
 final class Drain {
+  // Only its own thread touches a drain: exclusivity is trivially kept.
   /// The queue this drain runs on; `nil` when the drain only forwards internal nodes.
-  var queue: DispatchQueue?
-  var isActive = false
-  var head: _PromiseNode?
-  var tail: _PromiseNode?
+  @exclusivity(unchecked) var queue: DispatchQueue?
+  @exclusivity(unchecked) var isActive = false
+  @exclusivity(unchecked) var head: _PromiseNode?
+  @exclusivity(unchecked) var tail: _PromiseNode?
 
   static let key: pthread_key_t = {
     var key = pthread_key_t()
@@ -191,19 +199,21 @@ final class Drain {
 /// ThreadSanitizer sees its acquire/release atomics, unlike the futex hand-off of a
 /// contended `Synchronization.Mutex` on Linux. Critical sections never run user code and
 /// are a few loads and stores long; a waiter yields the CPU after a short spin.
+@usableFromInline
 struct SpinLock: ~Copyable {
-  private let word = Atomic<UInt8>(0)
+  @usableFromInline let word = Atomic<UInt8>(0)
 
+  @usableFromInline
   init() {}
 
-  @inline(__always)
+  @inlinable
   func lock() {
     if word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged { return }
     lockSlow()
   }
 
-  @inline(never)
-  private func lockSlow() {
+  @usableFromInline @inline(never)
+  func lockSlow() {
     var spins = 0
     while true {
       if word.load(ordering: .relaxed) == 0,
@@ -219,7 +229,7 @@ struct SpinLock: ~Copyable {
     }
   }
 
-  @inline(__always)
+  @inlinable
   func unlock() {
     word.store(0, ordering: .releasing)
   }

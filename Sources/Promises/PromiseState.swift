@@ -1,19 +1,26 @@
 /// The state machine of one promise, as a plain value: pending with its callbacks, or settled.
 ///
-/// `register` and `resolve` only compute what must happen; the promise that owns the state
-/// calls them under its lock and carries out the returned action after unlocking, so user
-/// code never runs under a lock. Callbacks are `_PromiseNode`s linked through `next`, newest
-/// first while pending; `resolve` hands them back in registration order.
-struct PromiseState<Value: Sendable> {
+/// `register`, `fulfill` and `reject` only compute what must happen; the promise that owns
+/// the state calls them under its lock and carries out the returned action after unlocking,
+/// so user code never runs under a lock. Callbacks are `_PromiseNode`s linked through
+/// `next`, newest first while pending; settling hands them back in registration order.
+///
+/// The state is deliberately not generic: the fulfilled value is stored by the promise
+/// itself. Generic wrappers (`Result<Value, …>`, a generic enum) would make every access in
+/// unspecialized code look up type metadata at run time, which measured as the largest cost
+/// of a link.
+@usableFromInline
+struct PromiseState {
   /// Where the promise is in its life.
-  enum Phase {
-    /// Not settled; `head` is the most recently registered callback, or `nil`.
-    case pending(head: _PromiseNode?)
-    case fulfilled(Value)
-    case rejected(any Error)
+  @usableFromInline
+  enum Phase: UInt8, Equatable, Sendable {
+    case pending
+    case fulfilled
+    case rejected
   }
 
   /// What the owner must do after `register`.
+  @usableFromInline
   enum RegisterAction: Equatable {
     /// The callback is stored and runs when the promise settles.
     case stored
@@ -21,7 +28,8 @@ struct PromiseState<Value: Sendable> {
     case runNow
   }
 
-  /// What the owner must do after `resolve`.
+  /// What the owner must do after `fulfill` or `reject`.
+  @usableFromInline
   enum ResolveAction {
     /// The promise had already settled; the new outcome is dropped (rule 1).
     case ignored
@@ -29,35 +37,39 @@ struct PromiseState<Value: Sendable> {
     case schedule(first: _PromiseNode?)
   }
 
-  private(set) var phase: Phase = .pending(head: nil)
+  @usableFromInline private(set) var phase: Phase
+  /// The most recently registered callback while pending; `nil` once settled.
+  @usableFromInline private(set) var head: _PromiseNode?
+  /// The rejection error, once rejected.
+  @usableFromInline private(set) var error: (any Error)?
 
-  init() {}
-
-  init(settledWith result: Result<Value, any Error>) {
-    switch result {
-    case .success(let value): phase = .fulfilled(value)
-    case .failure(let error): phase = .rejected(error)
-    }
+  @usableFromInline
+  init() {
+    phase = .pending
   }
 
-  var isPending: Bool {
-    if case .pending = phase { return true }
-    return false
+  /// A state that is already fulfilled.
+  static var fulfilled: PromiseState {
+    var state = PromiseState()
+    state.phase = .fulfilled
+    return state
   }
 
-  /// The outcome, or `nil` while pending.
-  var result: Result<Value, any Error>? {
-    switch phase {
-    case .pending: return nil
-    case .fulfilled(let value): return .success(value)
-    case .rejected(let error): return .failure(error)
-    }
+  /// A state that is already rejected with `error`.
+  static func rejected(_ error: any Error) -> PromiseState {
+    var state = PromiseState()
+    state.phase = .rejected
+    state.error = error
+    return state
   }
+
+  @usableFromInline
+  var isPending: Bool { phase == .pending }
 
   /// The number of callbacks waiting (0 once settled).
   var waitingCount: Int {
-    guard case .pending(var node) = phase else { return 0 }
     var count = 0
+    var node = head
     while let current = node {
       count += 1
       node = current.next
@@ -66,28 +78,39 @@ struct PromiseState<Value: Sendable> {
   }
 
   /// Stores `node` to run at settlement, or tells the caller to run it now.
+  @usableFromInline
   mutating func register(_ node: _PromiseNode) -> RegisterAction {
-    guard case .pending(let head) = phase else { return .runNow }
+    guard phase == .pending else { return .runNow }
     node.next = head
-    phase = .pending(head: node)
+    head = node
     return .stored
   }
 
-  /// Settles with `result` unless already settled; returns the callbacks to schedule.
-  mutating func resolve(_ result: Result<Value, any Error>) -> ResolveAction {
-    guard case .pending(let head) = phase else { return .ignored }
-    switch result {
-    case .success(let value): phase = .fulfilled(value)
-    case .failure(let error): phase = .rejected(error)
-    }
-    // Reverse the newest-first list into registration order.
+  /// Marks the state fulfilled (the owner stores the value); returns the callbacks to run.
+  mutating func fulfill() -> ResolveAction {
+    guard phase == .pending else { return .ignored }
+    phase = .fulfilled
+    return .schedule(first: takeCallbacks())
+  }
+
+  /// Marks the state rejected with `error`; returns the callbacks to run.
+  mutating func reject(_ error: any Error) -> ResolveAction {
+    guard phase == .pending else { return .ignored }
+    phase = .rejected
+    self.error = error
+    return .schedule(first: takeCallbacks())
+  }
+
+  /// Empties the list, reversing the newest-first links into registration order.
+  private mutating func takeCallbacks() -> _PromiseNode? {
     var reversed: _PromiseNode?
     var node = head
+    head = nil
     while let current = node {
       node = current.next
       current.next = reversed
       reversed = current
     }
-    return .schedule(first: reversed)
+    return reversed
   }
 }

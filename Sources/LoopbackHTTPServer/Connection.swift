@@ -1,0 +1,217 @@
+/// Serves one accepted TCP connection on its own thread: reads requests, asks the handler,
+/// performs the action, until one side closes.
+struct Connection: Sendable {
+  let fd: Int32
+  let host: String
+  let port: Int
+  let number: Int
+  let state: ServerState
+  let handler: @Sendable (RecordedRequest) -> ServerAction
+
+  /// How a connection ends.
+  private enum Ending {
+    /// FIN after everything written.
+    case close
+    /// RST (`SO_LINGER` 0), dropping nothing the peer already received.
+    case reset
+  }
+
+  /// Runs the request loop, then closes the socket.
+  func run() {
+    var parser = RequestParser(
+      input: SocketInput(fd: fd), host: host, port: port, connectionNumber: number)
+    finish(serve(&parser))
+  }
+
+  /// Answers requests until the connection must end; returns how to end it.
+  private func serve(_ parser: inout RequestParser) -> Ending {
+    let fd = self.fd
+    let sendContinue = { Socket.send(fd, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) }
+    while !state.isStopped {
+      switch parser.next(sendContinue: sendContinue) {
+      case .closed:
+        return .close
+      case .malformed(let status, let message):
+        let response = ServerResponse.text(message + "\n", status: status)
+        _ = Socket.send(fd, Self.head(response, closing: true) + response.body)
+        return .close
+      case .request(let request, let closeAfter):
+        state.record(request)
+        if let ending = perform(handler(request), request: request, closeAfter: closeAfter) {
+          return ending
+        }
+      }
+    }
+    return .close
+  }
+
+  /// Performs one action; returns how to end the connection, or `nil` to keep it open.
+  private func perform(_ action: ServerAction, request: RecordedRequest, closeAfter: Bool)
+    -> Ending?
+  {
+    switch action {
+    case .respond(let response):
+      return respond(response, request: request, closeAfter: closeAfter)
+
+    case .closeImmediately:
+      return .close
+
+    case .resetMidHeaders:
+      let head = Self.head(.text("this response is cut short"), closing: false)
+      _ = Socket.send(fd, head.prefix(min(head.count - 1, 28)))
+      return .reset
+
+    case .resetMidBody(let response, let afterBytes):
+      let sent = min(max(0, afterBytes), response.body.count)
+      _ = Socket.send(fd, Self.head(response, closing: false) + response.body.prefix(sent))
+      return .reset
+
+    case .truncatedBody(let response, let sendBytes):
+      let sent = min(max(0, sendBytes), response.body.count)
+      _ = Socket.send(fd, Self.head(response, closing: false) + response.body.prefix(sent))
+      return .close
+
+    case .wrongContentLength(var response, let declared):
+      response.headers.removeAll { $0.0.lowercased() == "content-length" }
+      response.headers.append(("Content-Length", String(declared)))
+      guard Socket.send(fd, Self.head(response, closing: false) + response.body) else {
+        return .close
+      }
+      // Hold the connection open (reading and dropping input) until the client gives up or
+      // stop() shuts the socket down.
+      withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { scratch in
+        while Socket.receive(fd, into: scratch) > 0 {}
+      }
+      return .close
+
+    case .slowHeaders(let response, let delay):
+      guard state.sleep(for: delay) else { return .close }
+      return respond(response, request: request, closeAfter: closeAfter)
+
+    case .trickle(let response, let chunkSize, let interval):
+      let closing = closeAfter || Self.asksToClose(response)
+      let head = Self.head(response, closing: closing, http10: request.version == "HTTP/1.0")
+      guard Socket.send(fd, head) else { return .close }
+      if request.method != "HEAD" {
+        let step = max(1, chunkSize)
+        for start in stride(from: 0, to: response.body.count, by: step) {
+          guard state.sleep(for: interval),
+            Socket.send(fd, response.body[start..<min(start + step, response.body.count)])
+          else { return .close }
+        }
+      }
+      return closing ? .close : nil
+
+    case .gzipBomb(let decompressedSize):
+      let response = ServerResponse(
+        status: 200,
+        headers: [("Content-Type", "application/octet-stream"), ("Content-Encoding", "gzip")],
+        body: GzipBomb.stream(decompressedSize: decompressedSize))
+      return respond(response, request: request, closeAfter: closeAfter)
+
+    case .chunked(var response, let chunkSize):
+      response.headers.removeAll {
+        ["content-length", "transfer-encoding"].contains($0.0.lowercased())
+      }
+      response.headers.append(("Transfer-Encoding", "chunked"))
+      let closing = closeAfter || Self.asksToClose(response)
+      guard Socket.send(fd, Self.head(response, closing: closing)) else { return .close }
+      if request.method != "HEAD" {
+        // Frames are batched into writes of about 64 KiB so tiny chunk sizes stay fast.
+        let step = max(1, chunkSize)
+        var pending: [UInt8] = []
+        for start in stride(from: 0, to: response.body.count, by: step) {
+          let chunk = response.body[start..<min(start + step, response.body.count)]
+          pending += Array(String(chunk.count, radix: 16).utf8) + [0x0D, 0x0A]
+          pending += chunk
+          pending += [0x0D, 0x0A]
+          if pending.count >= 64 * 1024 {
+            guard Socket.send(fd, pending) else { return .close }
+            pending.removeAll(keepingCapacity: true)
+          }
+        }
+        pending += Array("0\r\n\r\n".utf8)
+        guard Socket.send(fd, pending) else { return .close }
+      }
+      return closing ? .close : nil
+    }
+  }
+
+  /// Sends a complete response; returns `.close` when either side asked to close.
+  private func respond(_ response: ServerResponse, request: RecordedRequest, closeAfter: Bool)
+    -> Ending?
+  {
+    let closing = closeAfter || Self.asksToClose(response)
+    var bytes = Self.head(response, closing: closing, http10: request.version == "HTTP/1.0")
+    if request.method != "HEAD" && Self.allowsBody(response.status) {
+      bytes += response.body
+    }
+    guard Socket.send(fd, bytes) else { return .close }
+    return closing ? .close : nil
+  }
+
+  /// Unregisters and closes the socket, with FIN or RST.
+  private func finish(_ ending: Ending) {
+    switch ending {
+    case .close:
+      // Lingering close: send FIN, then drain what the client still sends (for example the
+      // rest of a rejected body) so the kernel does not turn the close into RST.
+      Socket.shutdownWrite(fd)
+      Socket.setReceiveTimeout(fd, seconds: 0.2)
+      var drained = 0
+      withUnsafeTemporaryAllocation(byteCount: 16 * 1024, alignment: 1) { scratch in
+        while drained < 1 << 20 {
+          let n = Socket.receive(fd, into: scratch)
+          if n <= 0 { break }
+          drained += n
+        }
+      }
+      state.release(fd, isConnection: true)
+    case .reset:
+      // Let bytes already written reach the peer before the RST discards the send queue.
+      var waited = 0
+      while Socket.unsentByteCount(fd) > 0 && waited < 100 && state.sleep(for: .milliseconds(10)) {
+        waited += 1
+      }
+      state.release(fd, isConnection: true, reset: true)
+    }
+  }
+
+  /// Returns whether the response itself carries `Connection: close`.
+  private static func asksToClose(_ response: ServerResponse) -> Bool {
+    response.headers.contains {
+      $0.0.lowercased() == "connection" && $0.1.lowercased().contains("close")
+    }
+  }
+
+  /// Returns whether a response with this status may carry a body.
+  private static func allowsBody(_ status: Int) -> Bool {
+    !(100..<200).contains(status) && status != 204 && status != 304
+  }
+
+  /// Returns the status line and header block, adding `Content-Length` and `Connection: close`
+  /// where needed.
+  static func head(_ response: ServerResponse, closing: Bool, http10: Bool = false) -> [UInt8] {
+    var text =
+      "HTTP/1.1 \(response.status) \(ServerResponse.reasonPhrase(for: response.status))\r\n"
+    var hasLength = false
+    var hasConnection = false
+    for (name, value) in response.headers {
+      let lower = name.lowercased()
+      if lower == "content-length" || lower == "transfer-encoding" { hasLength = true }
+      if lower == "connection" { hasConnection = true }
+      text += "\(name): \(value)\r\n"
+    }
+    if !hasLength && allowsBody(response.status) {
+      text += "Content-Length: \(response.body.count)\r\n"
+    }
+    if closing && !hasConnection {
+      text += "Connection: close\r\n"
+    } else if http10 && !hasConnection {
+      // An HTTP/1.0 client closes after the response unless told the connection persists.
+      text += "Connection: keep-alive\r\n"
+    }
+    text += "\r\n"
+    return Array(text.utf8)
+  }
+}

@@ -1,0 +1,31 @@
+/// What the server does with one request: a normal response or a deliberate fault.
+///
+/// Every fault except ``respond(_:)``, ``slowHeaders(_:delay:)``, ``trickle(_:chunkSize:interval:)``,
+/// ``gzipBomb(decompressedSize:)`` and ``chunked(_:chunkSize:)`` ends the connection.
+public enum ServerAction: Sendable {
+  /// Sends the response; the connection stays open unless either side asked for `Connection: close`.
+  case respond(ServerResponse)
+  /// Closes the connection without writing anything (clients see an empty reply).
+  case closeImmediately
+  /// Writes part of the status line and headers, then resets the connection (RST via `SO_LINGER` 0).
+  case resetMidHeaders
+  /// Sends headers with the full `Content-Length` and `afterBytes` of the body, then resets.
+  case resetMidBody(ServerResponse, afterBytes: Int)
+  /// Sends headers with the full `Content-Length` and only `sendBytes` of the body, then closes
+  /// cleanly (FIN).
+  case truncatedBody(ServerResponse, sendBytes: Int)
+  /// Declares `Content-Length: declared`, sends the real body and keeps the connection open until
+  /// the client closes it or the server stops.
+  case wrongContentLength(ServerResponse, declared: Int)
+  /// Waits `delay` before writing anything, then sends the response; ``LoopbackServer/stop()``
+  /// cuts the wait short and closes the connection.
+  case slowHeaders(ServerResponse, delay: Duration)
+  /// Sends the headers at once, then the body in `chunkSize`-byte pieces, each after a pause of
+  /// `interval`.
+  case trickle(ServerResponse, chunkSize: Int, interval: Duration)
+  /// Sends `200` with `Content-Encoding: gzip` and a valid gzip stream that inflates to
+  /// `decompressedSize` zero bytes; the stream is about 1/1000 of that size.
+  case gzipBomb(decompressedSize: Int)
+  /// Sends the response with `Transfer-Encoding: chunked`, the body cut into `chunkSize`-byte chunks.
+  case chunked(ServerResponse, chunkSize: Int)
+}
