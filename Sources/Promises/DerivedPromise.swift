@@ -10,10 +10,6 @@ import Dispatch
 /// and no dispatch of its own when the source settles on a drain of the same queue.
 @usableFromInline
 class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @unchecked Sendable {
-  // Safety: `isAdopting` is only touched by the thread that fires the node, and a node fires
-  // once per registration, with registrations ordered by the source's lock.
-  @exclusivity(unchecked) private final var isAdopting = false
-
   @usableFromInline
   init(source: Promise<Input>, queue: DispatchQueue, file: StaticString, line: UInt) {
     super.init(queue: queue, file: file, line: line)
@@ -21,8 +17,13 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   }
 
   final override func fire() {
-    let source = firedBy.unsafelyUnwrapped
-    firedBy = nil
+    // One lock acquisition reads the source and checks for cancellation together. The
+    // source stays referenced (as `upstream`) until this promise settles.
+    guard let source = takeSourceIfPending() else {
+      // Cancelled while waiting: the body must not run (its side effects were cancelled too).
+      releaseBody()
+      return
+    }
     if isAdopting {
       let inner = unsafeDowncast(source, to: Promise<Value>.self)
       if inner.state.phase == .fulfilled {
@@ -30,11 +31,6 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
       } else {
         settle(error: inner.state.error.unsafelyUnwrapped)
       }
-      return
-    }
-    if hasSettled {
-      // Cancelled while waiting: the body must not run (its side effects were cancelled too).
-      releaseBody()
       return
     }
     run(unsafeDowncast(source, to: Promise<Input>.self))

@@ -23,17 +23,23 @@ final class UpstreamGroup: _PromiseNode, @unchecked Sendable {
 /// The building block of aggregates (`all`, `race`, `any`, …): internal forwarding that runs
 /// wherever the input settles, through the drain, without a dispatch of its own.
 final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
-  // Safety: `action` is set at init and released by the single firing thread.
+  // Safety: `action` is set at init and `source` by `register` before the node is published;
+  // both are released by the single firing thread.
   private var action: (@Sendable (Result<Input, any Error>) -> Void)?
+  private var source: Promise<Input>?
 
   init(_ action: @escaping @Sendable (Result<Input, any Error>) -> Void) {
     self.action = action
     super.init(queue: nil)
   }
 
+  override func willRegister(on source: _PromiseNode) {
+    self.source = unsafeDowncast(source, to: Promise<Input>.self)
+  }
+
   override func fire() {
-    let source = unsafeDowncast(firedBy.unsafelyUnwrapped, to: Promise<Input>.self)
-    firedBy = nil
+    let source = self.source.unsafelyUnwrapped
+    self.source = nil
     let action = self.action.unsafelyUnwrapped
     self.action = nil
     action(source.settledResult)

@@ -1,16 +1,22 @@
 /// Resumes a continuation when the promise it is registered on settles.
 final class ContinuationNode<Value: Sendable>: _PromiseNode, @unchecked Sendable {
-  // Safety: the continuation is resumed once, by the single firing thread.
+  // Safety: the continuation is resumed once, by the single firing thread; `source` is set
+  // by `register` before the node is published.
   private let continuation: UnsafeContinuation<Value, any Error>
+  private var source: Promise<Value>?
 
   init(_ continuation: UnsafeContinuation<Value, any Error>) {
     self.continuation = continuation
     super.init(queue: nil)
   }
 
+  override func willRegister(on source: _PromiseNode) {
+    self.source = unsafeDowncast(source, to: Promise<Value>.self)
+  }
+
   override func fire() {
-    let source = unsafeDowncast(firedBy.unsafelyUnwrapped, to: Promise<Value>.self)
-    firedBy = nil
+    let source = self.source.unsafelyUnwrapped
+    self.source = nil
     continuation.resume(with: source.settledResult)
   }
 }

@@ -9,7 +9,6 @@ final class SignalNode: _PromiseNode, @unchecked Sendable {
   init() { super.init(queue: nil) }
 
   override func fire() {
-    firedBy = nil
     semaphore.signal()
   }
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// A value of type `Value` that will be available later, or the error that prevented it.
 ///
@@ -20,22 +21,28 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   // them without the lock. The settling thread hands those nodes over through a lock release
   // or a `DispatchQueue.async`, which orders their reads after the writes. `file` and `line`
   // are constants.
+  // Field order packs the one-byte fields together: a `then` link is one object of at most
+  // 128 bytes, inside glibc's fast allocation path.
   @usableFromInline let lock = SpinLock()
+  @exclusivity(unchecked) var flags: PromiseFlags = []
+  /// For derived promises: the node is in its second phase, adopting another promise's
+  /// outcome. Only touched by the thread that fires the node (see `_PromiseNode`).
+  @exclusivity(unchecked) final var isAdopting = false
+  let line: UInt32
   @usableFromInline @exclusivity(unchecked) var state: PromiseState
-  /// The value once fulfilled, in place (three words) or, when larger, behind a pointer.
+  /// The value once fulfilled, in place (two words) or, when larger, behind a pointer.
   ///
   /// Raw words rather than a `Value?`: in the unspecialized code a node runs, every access
   /// to an `Optional<Value>` looks its metadata up at run time; `Value`'s own metadata comes
   /// with the object. Initialized exactly when `state.phase == .fulfilled`.
-  @usableFromInline @exclusivity(unchecked) final var valueWords: (UInt, UInt, UInt) = (0, 0, 0)
-  @exclusivity(unchecked) var flags: PromiseFlags = []
+  @usableFromInline @exclusivity(unchecked) final var valueWords: (UInt, UInt) = (0, 0)
   /// The promise this one waits on (its source or the promise it adopted), kept for
   /// cancellation and cycle detection and released at settlement.
   @usableFromInline @exclusivity(unchecked) var upstream: _PromiseNode?
   /// Rarely used parts (cancellation handlers), allocated on demand.
   @exclusivity(unchecked) var extras: Extras?
-  let file: StaticString
-  let line: UInt32
+  /// The `#fileID` of the creation site (a static, NUL-terminated string).
+  let fileStart: UnsafeRawPointer
 
   final class Extras {
     var cancelHandlers: [@Sendable () -> Void] = []
@@ -44,7 +51,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   @usableFromInline
   init(queue: DispatchQueue?, file: StaticString, line: UInt) {
     self.state = PromiseState()
-    self.file = file
+    self.fileStart = UnsafeRawPointer(file.utf8Start)
     self.line = UInt32(truncatingIfNeeded: line)
     super.init(queue: queue)
   }
@@ -54,7 +61,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Callbacks chained on it still run asynchronously, on their queue.
   public init(_ value: Value, file: StaticString = #fileID, line: UInt = #line) {
     self.state = .fulfilled
-    self.file = file
+    self.fileStart = UnsafeRawPointer(file.utf8Start)
     self.line = UInt32(truncatingIfNeeded: line)
     super.init(queue: nil)
     storeValue(value)
@@ -63,7 +70,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Creates a promise that is already rejected with `error`.
   public init(error: any Error, file: StaticString = #fileID, line: UInt = #line) {
     self.state = .rejected(error)
-    self.file = file
+    self.fileStart = UnsafeRawPointer(file.utf8Start)
     self.line = UInt32(truncatingIfNeeded: line)
     super.init(queue: nil)
   }
@@ -105,7 +112,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     if state.phase == .rejected, !flags.contains(.observed), let error = state.error,
       !(error is CancellationError)
     {
-      UnhandledRejection.report(error, site: CreationSite(file, line))
+      UnhandledRejection.report(error, site: CreationSite(fileStart, line))
     }
   }
 
@@ -144,7 +151,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   /// Where this promise was created.
-  public var creationSite: CreationSite { CreationSite(file, line) }
+  public var creationSite: CreationSite { CreationSite(fileStart, line) }
 
   /// The outcome of a promise known to be settled, read without the lock (see the class's
   /// safety note): only for nodes fired by this promise's settlement, or under the lock.
@@ -168,7 +175,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
 
   @usableFromInline
   static var storesValueInline: Bool {
-    MemoryLayout<Value>.size <= MemoryLayout<(UInt, UInt, UInt)>.size
+    MemoryLayout<Value>.size <= MemoryLayout<(UInt, UInt)>.size
       && MemoryLayout<Value>.alignment <= MemoryLayout<UInt>.alignment
   }
 
@@ -219,17 +226,17 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// drain in progress, so it cannot overtake earlier callbacks of this promise).
   @usableFromInline
   final func register(_ node: _PromiseNode) {
+    node.willRegister(on: self)
     lock.lock()
     flags.insert(.observed)
     let action = state.register(node)
     lock.unlock()
     guard action == .runNow else { return }
-    node.firedBy = self
     if let queue = node.queue {
       Drain.dispatch(node, on: queue)
     } else {
       node.next = nil
-      Drain.schedule(node, settledBy: self)
+      Drain.schedule(node)
     }
   }
 
@@ -250,7 +257,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     lock.unlock()
     // Released here, after unlocking: a deinit they trigger may run user code.
     _ = (upstream, extras)
-    if let first { Drain.schedule(first, settledBy: self) }
+    if let first { Drain.schedule(first) }
     return true
   }
 
@@ -294,7 +301,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     if let extras, error is CancellationError {
       for handler in extras.cancelHandlers { handler() }
     }
-    if let first { Drain.schedule(first, settledBy: self) }
+    if let first { Drain.schedule(first) }
     return (true, upstream)
   }
 
@@ -306,11 +313,12 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     lock.unlock()
   }
 
-  /// Whether the promise has settled, for a node about to run its body.
-  final var hasSettled: Bool {
+  /// For a node about to run: its source (the upstream that fired it), or `nil` when this
+  /// promise has already settled (cancelled while it waited: the body must not run).
+  final func takeSourceIfPending() -> _PromiseNode? {
     lock.lock()
     defer { lock.unlock() }
-    return !state.isPending
+    return state.isPending ? upstream : nil
   }
 
   final func setUpstream(_ node: _PromiseNode) {

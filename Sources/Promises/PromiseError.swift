@@ -16,6 +16,11 @@ public struct CreationSite: Sendable, Hashable, CustomStringConvertible {
     self.line = Int(line)
   }
 
+  init(_ fileStart: UnsafeRawPointer, _ line: UInt32) {
+    self.fileID = String(cString: fileStart.assumingMemoryBound(to: CChar.self))
+    self.line = Int(line)
+  }
+
   /// `File.swift:12` style text.
   public var description: String { "\(fileID):\(line)" }
 }

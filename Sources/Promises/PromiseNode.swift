@@ -16,7 +16,7 @@ import Synchronization
 /// Nodes are linked intrusively through `next`, first in their source's callback list and then
 /// in a drain's run list, so registering and scheduling a callback allocate nothing.
 ///
-/// Thread safety: `next` and `firedBy` are owned by whoever currently holds the node — the
+/// Thread safety: `next` is owned by whoever currently holds the node — the
 /// source promise's lock while the node waits in its callback list, then the single drain
 /// that runs it. A node is in at most one list at a time and fires once per registration,
 /// so these fields are never touched by two threads at once; the hand-offs between owners
@@ -24,8 +24,6 @@ import Synchronization
 public class _PromiseNode: @unchecked Sendable {
   /// The next node in the list this node is in.
   @usableFromInline @exclusivity(unchecked) final var next: _PromiseNode?
-  /// The promise whose settlement fired this node; set just before the node is scheduled.
-  @usableFromInline @exclusivity(unchecked) final var firedBy: _PromiseNode?
   /// The queue the node's callback runs on; `nil` for internal forwarding that runs inline.
   @usableFromInline @exclusivity(unchecked) final var queue: DispatchQueue?
 
@@ -34,8 +32,13 @@ public class _PromiseNode: @unchecked Sendable {
     self.queue = queue
   }
 
-  /// Runs the callback; `firedBy` holds the settled source. Overridden by every node kind.
+  /// Runs the callback once the promise it was registered on has settled. Overridden by
+  /// every node kind.
   func fire() {}
+
+  /// Called by `register` before the node is linked: nodes that are not promises remember
+  /// their source here (a promise node already knows it as its `upstream`).
+  func willRegister(on source: _PromiseNode) {}
 
   /// Cancels this promise on behalf of a downstream promise that was cancelled, when it is
   /// pending and the caller is its only observer; returns the next promise upstream to visit.
@@ -123,21 +126,21 @@ final class Drain {
   }
 
   /// Schedules the nodes of a settled promise (`first`, linked by `next`, in registration order).
-  static func schedule(_ first: _PromiseNode, settledBy source: _PromiseNode) {
+  static func schedule(_ first: _PromiseNode) {
     let drain = Drain.current
     if drain.isActive {
-      drain.enqueue(first, source: source)
+      drain.enqueue(first)
       return
     }
     drain.isActive = true
     drain.queue = nil
-    drain.enqueue(first, source: source)
+    drain.enqueue(first)
     drain.run()
     drain.isActive = false
   }
 
   /// Appends the nodes that may run here and dispatches the others, grouped per queue.
-  private func enqueue(_ first: _PromiseNode, source: _PromiseNode) {
+  private func enqueue(_ first: _PromiseNode) {
     var batchQueue: DispatchQueue?
     var batchHead: _PromiseNode?
     var batchTail: _PromiseNode?
@@ -145,7 +148,6 @@ final class Drain {
     while let current = node {
       node = current.next
       current.next = nil
-      current.firedBy = source
       let target = current.queue
       if target == nil || target === queue {
         append(current)
@@ -164,8 +166,9 @@ final class Drain {
 
   /// Runs `first` (and the nodes linked after it) in one block on `queue`.
   static func dispatch(_ first: _PromiseNode, on queue: DispatchQueue) {
+    // The block captures only the node (its queue is `first.queue`): a smaller context.
     queue.async {
-      Drain.current.runBlock(first, on: queue)
+      Drain.current.runBlock(first, on: first.queue.unsafelyUnwrapped)
     }
   }
 
