@@ -47,38 +47,80 @@ final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
 }
 
 /// The promise behind `Promise.all([...])`: counts fulfilled inputs, keeps input order.
+///
+/// Values go straight into a buffer of `Element` (no `Optional<Element>` or `Result`, whose
+/// metadata unspecialized code would look up per element); `filled` records which slots are
+/// initialized so a rejected aggregate can clean up.
 final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendable {
-  // Safety: `values` and `remaining` are guarded by `lock`.
-  private var values: [Element?]
+  // Safety: `buffer`, `filled` and `remaining` are guarded by `lock`.
+  private let buffer: UnsafeMutablePointer<Element>
+  private var filled: [Bool]
+  private let count: Int
   private var remaining: Int
 
   init(count: Int, file: StaticString, line: UInt) {
-    values = Array(repeating: nil, count: count)
-    remaining = count
+    self.buffer = UnsafeMutablePointer<Element>.allocate(capacity: count)
+    self.filled = Array(repeating: false, count: count)
+    self.count = count
+    self.remaining = count
     super.init(queue: nil, file: file, line: line)
   }
 
-  func receive(_ result: Result<Element, any Error>, at index: Int) {
-    switch result {
-    case .failure(let error):
-      settle(error: error)
-    case .success(let value):
-      lock.lock()
-      guard state.isPending else {
-        lock.unlock()
-        return
-      }
-      values[index] = value
-      remaining -= 1
-      let done = remaining == 0
+  deinit {
+    for index in 0..<count where filled[index] {
+      (buffer + index).deinitialize(count: 1)
+    }
+    buffer.deallocate()
+  }
+
+  /// Records input `index`'s value; fulfils the aggregate with the last one.
+  func receive(_ value: Element, at index: Int) {
+    lock.lock()
+    guard state.isPending, !filled[index] else {
       lock.unlock()
-      if done {
-        lock.lock()
-        let collected = values.map { $0.unsafelyUnwrapped }
-        values = []
-        lock.unlock()
-        settle(value: collected)
-      }
+      return
+    }
+    (buffer + index).initialize(to: value)
+    filled[index] = true
+    remaining -= 1
+    guard remaining == 0 else {
+      lock.unlock()
+      return
+    }
+    // Move the values out: the slots are uninitialized again.
+    let values = Array(UnsafeMutableBufferPointer(start: buffer, count: count))
+    (buffer).deinitialize(count: count)
+    for index in 0..<count { filled[index] = false }
+    lock.unlock()
+    settle(value: values)
+  }
+}
+
+/// One input of `Promise.all`: forwards its source's outcome to the aggregate, inline.
+final class AllInputNode<Element: Sendable>: _PromiseNode, @unchecked Sendable {
+  // Safety: `source` is set by `register` before the node is published and released by the
+  // single firing thread; `aggregate` and `index` are constants.
+  private let aggregate: AllPromise<Element>
+  private let index: Int
+  private var source: Promise<Element>?
+
+  init(aggregate: AllPromise<Element>, index: Int) {
+    self.aggregate = aggregate
+    self.index = index
+    super.init(queue: nil)
+  }
+
+  override func willRegister(on source: _PromiseNode) {
+    self.source = unsafeDowncast(source, to: Promise<Element>.self)
+  }
+
+  override func fire() {
+    let source = self.source.unsafelyUnwrapped
+    self.source = nil
+    if source.state.phase == .fulfilled {
+      aggregate.receive(source.loadValue(), at: index)
+    } else {
+      aggregate.settle(error: source.state.error.unsafelyUnwrapped)
     }
   }
 }
@@ -90,7 +132,10 @@ extension Promise {
   /// running (cancel the returned promise to cancel the inputs nobody else waits on).
   /// An empty array gives a promise fulfilled with `[]`.
   ///
-  /// - Parameter promises: The promises to wait for.
+  /// - Parameters:
+  ///   - promises: The promises to wait for.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   /// - Returns: A promise of their values, in the order of `promises`.
   public static func all(
     _ promises: [Promise<Value>], file: StaticString = #fileID, line: UInt = #line
@@ -99,7 +144,7 @@ extension Promise {
     let aggregate = AllPromise<Value>(count: promises.count, file: file, line: line)
     aggregate.upstream = UpstreamGroup(promises)
     for (index, promise) in promises.enumerated() {
-      promise.register(ForwardingNode { [aggregate] result in aggregate.receive(result, at: index) })
+      promise.register(AllInputNode(aggregate: aggregate, index: index))
     }
     return aggregate
   }
@@ -108,7 +153,10 @@ extension Promise {
   ///
   /// Never rejected by an input's rejection: each `Result` says how that input ended.
   ///
-  /// - Parameter promises: The promises to wait for.
+  /// - Parameters:
+  ///   - promises: The promises to wait for.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   /// - Returns: A promise of their outcomes, in the order of `promises`.
   public static func allSettled(
     _ promises: [Promise<Value>], file: StaticString = #fileID, line: UInt = #line
@@ -134,7 +182,10 @@ extension Promise where Value == Void {
   /// `Promise.all(user, settings, avatar)` gives a `Promise<(User, Settings, Avatar)>` once all
   /// three are fulfilled; the first rejection rejects it with that error.
   ///
-  /// - Parameter promises: The promises to wait for, of any types and any number.
+  /// - Parameters:
+  ///   - promises: The promises to wait for, of any types and any number.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   /// - Returns: A promise of their values as a tuple, in argument order.
   public static func all<each Element: Sendable>(
     _ promises: repeat Promise<each Element>, file: StaticString = #fileID, line: UInt = #line
@@ -158,6 +209,12 @@ extension Promise where Value == Void {
   }
 
   /// A `Promise<Void>` settled inline when `promise` settles, its value dropped.
+  ///
+  /// - Parameters:
+  ///   - promise: The promise to follow.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: A promise settled when `promise` is, with its value dropped.
   static func completion<Input>(
     of promise: Promise<Input>, file: StaticString, line: UInt
   ) -> Promise<Void> {

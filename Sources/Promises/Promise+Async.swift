@@ -50,6 +50,8 @@ extension Promise {
   ///
   /// - Parameters:
   ///   - priority: The task's priority; inherited by default.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: The async work.
   public convenience init(
     priority: TaskPriority? = nil, file: StaticString = #fileID, line: UInt = #line,

@@ -10,6 +10,8 @@ extension Promise {
   ///
   /// - Parameters:
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: Turns the value into the next value.
   /// - Returns: A promise of `body`'s result.
   @inlinable
@@ -32,6 +34,8 @@ extension Promise {
   ///
   /// - Parameters:
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: Starts the next step.
   /// - Returns: A promise settled like the one `body` returns.
   @inlinable
@@ -51,6 +55,8 @@ extension Promise {
   ///
   /// - Parameters:
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: Turns the error into a fallback value, or throws to keep a rejection.
   /// - Returns: A promise that is fulfilled unless `body` throws.
   @inlinable
@@ -70,6 +76,8 @@ extension Promise {
   ///
   /// - Parameters:
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: Starts the fallback work.
   /// - Returns: A promise settled like this one if fulfilled, else like `body`'s promise.
   @inlinable
@@ -90,6 +98,8 @@ extension Promise {
   ///
   /// - Parameters:
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: Reports or logs the error.
   /// - Returns: A promise with this promise's outcome.
   @inlinable @discardableResult
@@ -111,6 +121,8 @@ extension Promise {
   ///
   /// - Parameters:
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: The clean-up.
   /// - Returns: A promise with this promise's outcome.
   @inlinable @discardableResult
@@ -130,6 +142,8 @@ extension Promise {
   ///
   /// - Parameters:
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: Receives the value or the error.
   /// - Returns: A promise with this promise's outcome.
   @inlinable @discardableResult
@@ -151,6 +165,8 @@ extension Promise {
   ///
   /// - Parameters:
   ///   - queue: Where `predicate` runs; `DispatchQueue.promises` by default.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - predicate: Decides whether the value is acceptable.
   /// - Returns: A promise of the same value, or a rejection.
   public func validate(

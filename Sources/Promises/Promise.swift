@@ -25,8 +25,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   // 128 bytes, inside glibc's fast allocation path.
   @usableFromInline let lock = SpinLock()
   @exclusivity(unchecked) var flags: PromiseFlags = []
-  /// For derived promises: the node is in its second phase, adopting another promise's
-  /// outcome. Only touched by the thread that fires the node (see `_PromiseNode`).
+  /// Whether a derived promise is in its second phase, adopting another promise's outcome.
+  ///
+  /// Only touched by the thread that fires the node (see `_PromiseNode`).
   @exclusivity(unchecked) final var isAdopting = false
   let line: UInt32
   @usableFromInline @exclusivity(unchecked) var state: PromiseState
@@ -59,6 +60,11 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Creates a promise that is already fulfilled with `value`.
   ///
   /// Callbacks chained on it still run asynchronously, on their queue.
+  ///
+  /// - Parameters:
+  ///   - value: The value.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   public init(_ value: Value, file: StaticString = #fileID, line: UInt = #line) {
     self.state = .fulfilled
     self.fileStart = UnsafeRawPointer(file.utf8Start)
@@ -68,6 +74,11 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   /// Creates a promise that is already rejected with `error`.
+  ///
+  /// - Parameters:
+  ///   - error: The error.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   public init(error: any Error, file: StaticString = #fileID, line: UInt = #line) {
     self.state = .rejected(error)
     self.fileStart = UnsafeRawPointer(file.utf8Start)
@@ -82,7 +93,10 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// released before the promise settles, it is rejected with `PromiseError.brokenPromise`.
   /// What `body` settles is still observed asynchronously by chained callbacks.
   ///
-  /// - Parameter body: Starts the work; called once, before the initializer returns.
+  /// - Parameters:
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  ///   - body: Starts the work; called once, before the initializer returns.
   public convenience init(
     file: StaticString = #fileID, line: UInt = #line, _ body: (Resolver) throws -> Void
   ) {
@@ -100,6 +114,11 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Keep the resolver where the work completes; give the promise to whoever waits. When
   /// every copy of the resolver is released before it settles, the promise is rejected with
   /// `PromiseError.brokenPromise`, so waiters never hang.
+  ///
+  /// - Parameters:
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: The pending promise and the resolver that settles it.
   public static func pending(
     file: StaticString = #fileID, line: UInt = #line
   ) -> (promise: Promise<Value>, resolver: Resolver) {

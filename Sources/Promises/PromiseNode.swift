@@ -32,8 +32,9 @@ public class _PromiseNode: @unchecked Sendable {
     self.queue = queue
   }
 
-  /// Runs the callback once the promise it was registered on has settled. Overridden by
-  /// every node kind.
+  /// Runs the callback once the promise it was registered on has settled.
+  ///
+  /// Overridden by every node kind.
   func fire() {}
 
   /// Called by `register` before the node is linked: nodes that are not promises remember
@@ -50,8 +51,9 @@ public class _PromiseNode: @unchecked Sendable {
   /// Whether this node's promise has settled (for nodes that are promises).
   var isSettledForWalk: Bool { true }
 
-  /// For `wait`'s deadlock check: whether the node's promise is pending, the queue its
-  /// callback needs, and what it waits on. Nodes that are not promises report settled.
+  /// Reports, for `wait`'s deadlock check, whether the promise is pending, its queue and upstream.
+  ///
+  /// Nodes that are not promises report settled.
   func waitInspection() -> (pending: Bool, queue: DispatchQueue?, upstream: _PromiseNode?) {
     (false, nil, nil)
   }

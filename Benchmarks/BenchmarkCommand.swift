@@ -1,0 +1,56 @@
+/// Parses the arguments, runs the selected cases and prints the results.
+enum BenchmarkCommand {
+  /// Returns the process exit status.
+  static func run(_ arguments: [String]) -> Int32 {
+    let options: Options
+    switch Options.parse(arguments) {
+    case .success(let parsed): options = parsed
+    case .failure(let error):
+      if let message = error.message { printError("error: \(message)") }
+      printError(Options.usage)
+      return error.message == nil ? 0 : 2
+    }
+
+    if !isOptimized { printError(Report.debugBanner) }
+
+    let plan = Plan(smoke: options.smoke, samplesOverride: options.samples)
+    let cases = plan.allCases().filter { benchCase in
+      options.filter.map { benchCase.name.contains($0) } ?? true
+    }
+    guard !cases.isEmpty else {
+      printError("error: no case matches --filter \(options.filter ?? "")")
+      return 1
+    }
+
+    // Human-readable output goes to stdout, or to stderr when stdout carries the JSON.
+    let say: (String) -> Void = { line in
+      if options.json { printError(line) } else { print(line) }
+    }
+    for line in Report.header(cases, options: options) { say(line) }
+    say("")
+
+    var measurements: [Measurement] = []
+    for group in groupedConsecutively(cases, by: \.workload.name) {
+      let workload = group[0].workload
+      printError(
+        "  running \(workload.name): \(group.map(\.variant).joined(separator: ", ")) "
+          + "(interleaved, \(workload.samples) samples) …")
+      let groupMeasurements = Runner.run(
+        group, samples: workload.samples, warmups: workload.warmups,
+        budget: options.samples == nil ? .seconds(Options.caseBudgetSeconds) : nil)
+      say(Report.table(groupMeasurements))
+      measurements += groupMeasurements
+    }
+
+    let checksum = measurements.reduce(0) { $0 &+ $1.checksum }
+    say("checksum: \(checksum)")
+    if options.json { print(Report.json(measurements)) }
+
+    let failures = measurements.filter { $0.failure != nil }
+    for failure in failures {
+      printError("FAILED \(failure.benchCase.name): \(failure.failure ?? "")")
+    }
+    if !isOptimized { printError(Report.debugBanner) }
+    return failures.isEmpty ? 0 : 1
+  }
+}
