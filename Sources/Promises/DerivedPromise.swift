@@ -48,18 +48,10 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   /// Settles this promise with the outcome of `inner`, once that settles.
   ///
   /// Rejects with `PromiseError.chainingCycle` instead when `inner` is this promise or waits
-  /// on it (directly or through a chain of up to 10,000 promises).
+  /// on it, directly or through any chain of promises and aggregates. The link to `inner` is
+  /// published before the walk: of two promises adopting each other at the same moment on two
+  /// threads, at least one then sees the other's link and breaks the cycle.
   final func adopt(_ inner: Promise<Value>) {
-    var node: _PromiseNode? = inner
-    var steps = 0
-    while let current = node, steps < 10_000 {
-      if current === self {
-        settle(error: PromiseError.chainingCycle(createdAt: creationSite))
-        return
-      }
-      node = current.currentUpstream()
-      steps += 1
-    }
     lock.lock()
     guard state.isPending else {
       lock.unlock()
@@ -70,6 +62,11 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     upstream = inner
     queue = nil
     lock.unlock()
+    let cycle = inner === self || _PromiseNode.walkUpstream(from: inner) { node, _ in node === self }
+    if cycle {
+      settle(error: PromiseError.chainingCycle(createdAt: creationSite))
+      return
+    }
     isAdopting = true
     inner.register(self)
   }
@@ -109,6 +106,11 @@ final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<I
   }
 
   override func releaseBody() { body = nil }
+
+  override func detachBody() -> Any? {
+    defer { body = nil }
+    return body
+  }
 }
 
 /// `then` with a closure returning a promise, whose outcome is adopted.
@@ -145,6 +147,11 @@ final class ThenPromisePromise<Input: Sendable, Value: Sendable>: DerivedPromise
   }
 
   override func releaseBody() { body = nil }
+
+  override func detachBody() -> Any? {
+    defer { body = nil }
+    return body
+  }
 }
 
 /// `recover` with a closure returning a value.
@@ -179,6 +186,11 @@ final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, 
   }
 
   override func releaseBody() { body = nil }
+
+  override func detachBody() -> Any? {
+    defer { body = nil }
+    return body
+  }
 }
 
 /// `recover` with a closure returning a promise, whose outcome is adopted.
@@ -213,6 +225,11 @@ final class RecoverPromisePromise<Value: Sendable>: DerivedPromise<Value, Value>
   }
 
   override func releaseBody() { body = nil }
+
+  override func detachBody() -> Any? {
+    defer { body = nil }
+    return body
+  }
 }
 
 /// `catch`, `always` and `whenSettled`: run a closure, pass the outcome on unchanged.
@@ -247,4 +264,9 @@ final class ObserverPromise<Value: Sendable>: DerivedPromise<Value, Value>, @unc
   }
 
   override func releaseBody() { body = nil }
+
+  override func detachBody() -> Any? {
+    defer { body = nil }
+    return body
+  }
 }

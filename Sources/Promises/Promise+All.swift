@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// Several upstream promises, for cancelling the inputs of an aggregate together.
 final class UpstreamGroup: _PromiseNode, @unchecked Sendable {
@@ -16,6 +17,8 @@ final class UpstreamGroup: _PromiseNode, @unchecked Sendable {
     }
     return nil
   }
+
+  override var upstreamMembers: [_PromiseNode]? { members }
 }
 
 /// Calls `action` inline with the outcome of the promise it is registered on.
@@ -28,13 +31,37 @@ final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
   private var action: (@Sendable (Result<Input, any Error>) -> Void)?
   private var source: Promise<Input>?
 
-  init(_ action: @escaping @Sendable (Result<Input, any Error>) -> Void) {
+  /// The promise this node works for, if any: the node is a live observer exactly while
+  /// its owner is (see `isLiveObserver`).
+  private let owner: _PromiseNode?
+
+  /// Creates a node that calls `action` with the outcome.
+  ///
+  /// Pass the promise the node settles as `owner`: then the node keeps its source's work
+  /// from being cancelled only while the owner still waits. A node without an owner is
+  /// internal plumbing and never holds back a cancellation.
+  init(owner: _PromiseNode? = nil, _ action: @escaping @Sendable (Result<Input, any Error>) -> Void) {
+    self.owner = owner
     self.action = action
     super.init(queue: nil)
   }
 
+  /// Set by the owner once the outcome is no longer needed (see `retire()`).
+  private let retired = Atomic<Bool>(false)
+
   override func willRegister(on source: _PromiseNode) {
     self.source = unsafeDowncast(source, to: Promise<Input>.self)
+  }
+
+  /// Marks the node as no longer waiting: its owner is done (a race decided, a timeout
+  /// fired), so it does not keep its source's work from being cancelled.
+  func retire() {
+    retired.store(true, ordering: .releasing)
+  }
+
+  override var isLiveObserver: Bool {
+    guard let owner, !retired.load(ordering: .acquiring) else { return false }
+    return owner.isLiveObserver
   }
 
   override func fire() {
@@ -114,6 +141,8 @@ final class AllInputNode<Element: Sendable>: _PromiseNode, @unchecked Sendable {
     self.source = unsafeDowncast(source, to: Promise<Element>.self)
   }
 
+  override var isLiveObserver: Bool { aggregate.isLiveObserver }
+
   override func fire() {
     let source = self.source.unsafelyUnwrapped
     self.source = nil
@@ -164,7 +193,7 @@ extension Promise {
     let wrapped = promises.map { promise -> Promise<Result<Value, any Error>> in
       let (outcome, resolver) = Promise<Result<Value, any Error>>.pending(file: file, line: line)
       outcome.upstream = promise
-      promise.register(ForwardingNode { result in resolver.fulfill(result) })
+      promise.register(ForwardingNode(owner: outcome) { result in resolver.fulfill(result) })
       return outcome
     }
     return Promise<Result<Value, any Error>>.all(wrapped, file: file, line: line)
@@ -172,7 +201,7 @@ extension Promise {
 
   /// Settles this promise with the outcome of `source` (inline forwarding, no dispatch).
   func follow(_ source: Promise<Value>) {
-    source.register(ForwardingNode { [self] result in self.settle(result) })
+    source.register(ForwardingNode(owner: self) { [self] result in self.settle(result) })
   }
 }
 
@@ -198,7 +227,7 @@ extension Promise where Value == Void {
     let gate = Promise<Void>.all(erased, file: file, line: line)
     tuple.upstream = gate
     gate.register(
-      ForwardingNode<[Void]> { [resolver] result in
+      ForwardingNode<[Void]>(owner: tuple) { [resolver] result in
         switch result {
         case .failure(let error): resolver.reject(error)
         case .success:
@@ -220,7 +249,8 @@ extension Promise where Value == Void {
   ) -> Promise<Void> {
     let (done, resolver) = Promise<Void>.pending(file: file, line: line)
     done.upstream = promise
-    promise.register(ForwardingNode<Input> { result in resolver.resolve(result.map { _ in () }) })
+    promise.register(
+      ForwardingNode<Input>(owner: done) { result in resolver.resolve(result.map { _ in () }) })
     return done
   }
 }

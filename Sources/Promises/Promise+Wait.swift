@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// Signals a semaphore when the promise it is registered on settles.
 final class SignalNode: _PromiseNode, @unchecked Sendable {
@@ -7,6 +8,15 @@ final class SignalNode: _PromiseNode, @unchecked Sendable {
   let semaphore = DispatchSemaphore(value: 0)
 
   init() { super.init(queue: nil) }
+
+  private let retired = Atomic<Bool>(false)
+
+  /// The waiter gave up: the node no longer counts as an observer.
+  func retire() {
+    retired.store(true, ordering: .releasing)
+  }
+
+  override var isLiveObserver: Bool { !retired.load(ordering: .acquiring) }
 
   override func fire() {
     semaphore.signal()
@@ -43,7 +53,11 @@ extension Promise {
   ///   queue that the promise still needs to settle (a callback queue of the pending chain),
   ///   where blocking would deadlock.
   public func wait(timeout: Double) throws -> Value {
-    try wait(timeout: .nanoseconds(Int64((max(0, timeout) * 1e9).rounded(.down))))
+    // NaN and negative waits are treated as zero; infinite or huge ones as no limit.
+    let seconds = timeout.isNaN ? 0 : max(0, timeout)
+    let duration: Duration =
+      seconds >= 9e9 ? .seconds(Int64.max) : .nanoseconds(Int64((seconds * 1e9).rounded(.down)))
+    return try wait(timeout: duration)
   }
 
   /// Blocks the calling thread until the promise settles, for at most `timeout`.
@@ -59,6 +73,7 @@ extension Promise {
     let deadline: DispatchTime =
       nanoseconds >= Double(Int64.max / 2) ? .distantFuture : .now() + .nanoseconds(Int(nanoseconds))
     if node.semaphore.wait(timeout: deadline) == .timedOut, isPending {
+      node.retire()
       throw PromiseError.timedOut(after: timeout, createdAt: creationSite)
     }
     guard let result else {
@@ -68,22 +83,24 @@ extension Promise {
   }
 
   /// Throws if the calling thread is running a queue that a pending link of this chain needs.
+  ///
+  /// Walks what the promise waits on, through sources, adopted promises and aggregates'
+  /// inputs, up to 10,000 pending nodes (a best effort: beyond that it does not look).
   private func checkWaitWouldNotDeadlock() throws {
-    var node: _PromiseNode? = self
-    var steps = 0
     var checked: DispatchQueue?
-    while let current = node, steps < 1_000 {
-      let (pending, queue, upstream) = current.waitInspection()
-      guard pending else { return }
+    var blocked: DispatchQueue?
+    _ = _PromiseNode.walkUpstream(from: self, limit: 10_000) { _, queue in
       // A chain usually runs on one queue: check each run of the same queue once.
-      if let queue, queue !== checked {
-        if QueueIdentity.isCurrent(queue) {
-          throw PromiseError.waitWouldDeadlock(queue: queue.label, createdAt: creationSite)
-        }
-        checked = queue
+      guard let queue, queue !== checked else { return false }
+      checked = queue
+      if QueueIdentity.isCurrent(queue) {
+        blocked = queue
+        return true
       }
-      node = upstream
-      steps += 1
+      return false
+    }
+    if let blocked {
+      throw PromiseError.waitWouldDeadlock(queue: blocked.label, createdAt: creationSite)
     }
   }
 }

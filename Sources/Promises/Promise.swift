@@ -29,6 +29,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   ///
   /// Only touched by the thread that fires the node (see `_PromiseNode`).
   @exclusivity(unchecked) final var isAdopting = false
+  /// Mirrors "not pending" for lock-free reads by observers counting live callbacks (reading
+  /// another promise's state under its lock while holding ours could deadlock).
+  let settledFlag = Atomic<Bool>(false)
   let line: UInt32
   @usableFromInline @exclusivity(unchecked) var state: PromiseState
   /// The value once fulfilled, in place (two words) or, when larger, behind a pointer.
@@ -67,6 +70,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   ///   - line: The line that creates the promise, for diagnostics; leave the default.
   public init(_ value: Value, file: StaticString = #fileID, line: UInt = #line) {
     self.state = .fulfilled
+    self.settledFlag.store(true, ordering: .relaxed)
     self.fileStart = UnsafeRawPointer(file.utf8Start)
     self.line = UInt32(truncatingIfNeeded: line)
     super.init(queue: nil)
@@ -81,6 +85,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   ///   - line: The line that creates the promise, for diagnostics; leave the default.
   public init(error: any Error, file: StaticString = #fileID, line: UInt = #line) {
     self.state = .rejected(error)
+    self.settledFlag.store(true, ordering: .relaxed)
     self.fileStart = UnsafeRawPointer(file.utf8Start)
     self.line = UInt32(truncatingIfNeeded: line)
     super.init(queue: nil)
@@ -234,8 +239,6 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     }
   }
 
-  final override var isSettledForWalk: Bool { !isPending }
-
   // MARK: The primitive
 
   /// Runs `node` when this promise settles: the single primitive under every combinator.
@@ -269,6 +272,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     }
     storeValue(value)
     guard case .schedule(let first) = state.fulfill() else { preconditionFailure() }
+    settledFlag.store(true, ordering: .releasing)
     let upstream = self.upstream
     self.upstream = nil
     let extras = self.extras
@@ -283,7 +287,8 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Rejects the promise with `error` unless it has settled; schedules its callbacks.
   @discardableResult
   final func settle(error: any Error) -> Bool {
-    settle(error: error, onlyIfSoleObserver: false).settled
+    // Work that rejects itself with `CancellationError` is treated as cancelled.
+    settle(error: error, cancelling: error is CancellationError).settled
   }
 
   /// Settles the promise with `result` unless it has settled.
@@ -297,13 +302,15 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
 
   /// Rejects, releasing what the pending promise held; returns its upstream for cancellation.
   ///
-  /// With `onlyIfSoleObserver`, does nothing when more than one callback waits (a cancelled
-  /// downstream promise cancels its upstream only if nobody else waits on it).
+  /// With `cancelling`, runs the cancellation handlers and releases the callback of a link
+  /// that has not started yet (rule 7: nothing a cancelled link captured stays alive while its
+  /// source is pending). With `onlyIfUnobserved`, does nothing while a live observer still
+  /// waits (a cancelled downstream promise cancels its upstream only if nobody else waits).
   final func settle(
-    error: any Error, onlyIfSoleObserver: Bool
+    error: any Error, cancelling: Bool, onlyIfUnobserved: Bool = false
   ) -> (settled: Bool, upstream: _PromiseNode?) {
     lock.lock()
-    if onlyIfSoleObserver && state.waitingCount > 1 {
+    if onlyIfUnobserved && state.hasLiveObserver {
       lock.unlock()
       return (false, nil)
     }
@@ -311,18 +318,34 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
       lock.unlock()
       return (false, nil)
     }
+    settledFlag.store(true, ordering: .releasing)
     let upstream = self.upstream
     self.upstream = nil
     let extras = self.extras
     self.extras = nil
+    let body = cancelling && !flags.contains(.bodyClaimed) ? detachBody() : nil
     lock.unlock()
-    // Cancellation handlers run only on cancellation; otherwise they are just released.
-    if let extras, error is CancellationError {
+    // Released after unlocking: a deinit they trigger may run user code.
+    _ = body
+    if cancelling, let extras {
       for handler in extras.cancelHandlers { handler() }
     }
     if let first { Drain.schedule(first) }
     return (true, upstream)
   }
+
+  /// Rejects without the cancellation side effects (older spelling used by combinators).
+  final func settle(
+    error: any Error, onlyIfSoleObserver: Bool
+  ) -> (settled: Bool, upstream: _PromiseNode?) {
+    settle(
+      error: error, cancelling: error is CancellationError, onlyIfUnobserved: onlyIfSoleObserver)
+  }
+
+  /// Takes the user's closure out of a link whose body has not run (called under the lock).
+  func detachBody() -> Any? { nil }
+
+  override final var isLiveObserver: Bool { !settledFlag.load(ordering: .acquiring) }
 
   /// Marks a new promise's rejection as handled (the promise `catch` returns).
   @usableFromInline
@@ -337,7 +360,10 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   final func takeSourceIfPending() -> _PromiseNode? {
     lock.lock()
     defer { lock.unlock() }
-    return state.isPending ? upstream : nil
+    guard state.isPending else { return nil }
+    // From here on the firing thread owns the body: cancellation no longer detaches it.
+    flags.insert(.bodyClaimed)
+    return upstream
   }
 
   final func setUpstream(_ node: _PromiseNode) {
@@ -347,16 +373,10 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   /// This promise's pending state, queue and upstream, read together under its lock.
-  override final func waitInspection() -> (pending: Bool, queue: DispatchQueue?, upstream: _PromiseNode?) {
+  override final func walkStep() -> (pending: Bool, queue: DispatchQueue?, upstream: _PromiseNode?) {
     lock.lock()
     defer { lock.unlock() }
     return (state.isPending, queue, upstream)
-  }
-
-  override final func currentUpstream() -> _PromiseNode? {
-    lock.lock()
-    defer { lock.unlock() }
-    return state.isPending ? upstream : nil
   }
 
   // MARK: Cancellation
@@ -368,7 +388,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// the inputs of `all`, `race` and `timeout` — when this promise was its only observer.
   /// Does nothing if the promise has already settled.
   public func cancel() {
-    let (settled, upstream) = settle(error: CancellationError(), onlyIfSoleObserver: false)
+    let (settled, upstream) = settle(error: CancellationError(), cancelling: true)
     guard settled else { return }
     Promise.propagateCancellation(from: upstream)
   }
@@ -382,7 +402,8 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   override func cancelFromDownstream() -> _PromiseNode? {
-    let (settled, upstream) = settle(error: CancellationError(), onlyIfSoleObserver: true)
+    let (settled, upstream) = settle(
+      error: CancellationError(), cancelling: true, onlyIfUnobserved: true)
     return settled ? upstream : nil
   }
 
@@ -430,6 +451,8 @@ struct PromiseFlags: OptionSet {
   let rawValue: UInt8
   /// A callback was registered or the outcome was read: a rejection is not "unhandled".
   static let observed = PromiseFlags(rawValue: 1)
+  /// A derived promise's body has started (or is about to): cancellation must not touch it.
+  static let bodyClaimed = PromiseFlags(rawValue: 2)
 }
 
 /// Keeps a pending promise settleable; when the last resolver copy goes, the promise breaks.

@@ -43,6 +43,11 @@ public enum PromiseError: Error, Sendable, CustomStringConvertible, Equatable {
   case waitWouldDeadlock(queue: String, createdAt: CreationSite)
   /// Every input of `Promise.any` was rejected; the errors are in input order.
   case allRejected([any Error])
+  /// Signals that `Promise.race` was given no promises, so nothing could ever settle its result.
+  case emptyRace(createdAt: CreationSite)
+  /// Signals that a completion handler was called with neither a value nor an error
+  /// (`Promise.wrap`, `Resolver.resolve(_:_:)`); `reason` says what was wrong.
+  case invalidCallback(reason: String, createdAt: CreationSite)
 
   /// A sentence that names the problem and where the promise came from.
   public var description: String {
@@ -60,6 +65,10 @@ public enum PromiseError: Error, Sendable, CustomStringConvertible, Equatable {
         "wait(timeout:) on queue '\(queue)' would deadlock: the promise created at \(site) needs that queue to settle"
     case .allRejected(let errors):
       return "all \(errors.count) promises were rejected: \(errors.map { "\($0)" }.joined(separator: "; "))"
+    case .emptyRace(let site):
+      return "race of no promises: the promise created at \(site) has nothing to wait for"
+    case .invalidCallback(let reason, let site):
+      return "invalid callback for the promise created at \(site): \(reason)"
     }
   }
 
@@ -73,6 +82,8 @@ public enum PromiseError: Error, Sendable, CustomStringConvertible, Equatable {
     case (.waitWouldDeadlock(let a, let c), .waitWouldDeadlock(let b, let d)): return a == b && c == d
     case (.allRejected(let a), .allRejected(let b)):
       return a.map { String(reflecting: $0) } == b.map { String(reflecting: $0) }
+    case (.emptyRace(let a), .emptyRace(let b)): return a == b
+    case (.invalidCallback(let a, let c), .invalidCallback(let b, let d)): return a == b && c == d
     default: return false
     }
   }

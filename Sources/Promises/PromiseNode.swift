@@ -45,17 +45,71 @@ public class _PromiseNode: @unchecked Sendable {
   /// pending and the caller is its only observer; returns the next promise upstream to visit.
   func cancelFromDownstream() -> _PromiseNode? { nil }
 
-  /// The promise this one currently waits on, used to detect adoption cycles and deadlocks.
-  func currentUpstream() -> _PromiseNode? { nil }
+  /// Whether this node still waits for the promise it is registered on.
+  ///
+  /// A cancelled promise, a finished aggregate's input or a timed-out `wait` no longer does;
+  /// `cancelFromDownstream` cancels upstream work only when no live observer is left.
+  var isLiveObserver: Bool { true }
 
-  /// Whether this node's promise has settled (for nodes that are promises).
-  var isSettledForWalk: Bool { true }
+  /// Several upstream nodes (for aggregates); `nil` for nodes with at most one.
+  var upstreamMembers: [_PromiseNode]? { nil }
 
-  /// Reports, for `wait`'s deadlock check, whether the promise is pending, its queue and upstream.
+  /// Reports, for walks up a chain, whether the promise is pending, its queue and upstream.
   ///
   /// Nodes that are not promises report settled.
-  func waitInspection() -> (pending: Bool, queue: DispatchQueue?, upstream: _PromiseNode?) {
+  func walkStep() -> (pending: Bool, queue: DispatchQueue?, upstream: _PromiseNode?) {
     (false, nil, nil)
+  }
+
+  /// Visits every pending node that `start` waits on, transitively (through adopted promises,
+  /// sources and the inputs of aggregates), until `visit` returns `true`.
+  ///
+  /// Follows a single chain without allocating; past 64 steps or at an aggregate it keeps a
+  /// visited set, so a walk ends even if it meets a cycle it is not looking for. `limit`
+  /// bounds the number of nodes visited (`nil`: no bound).
+  /// - Returns: Whether `visit` returned `true`.
+  static func walkUpstream(
+    from start: _PromiseNode, limit: Int? = nil,
+    _ visit: (_PromiseNode, DispatchQueue?) -> Bool
+  ) -> Bool {
+    var node: _PromiseNode? = start
+    var steps = 0
+    while let current = node, steps < 64 {
+      if let members = current.upstreamMembers {
+        return walkUpstreamSlowly(from: members, steps: steps, limit: limit, visit)
+      }
+      let (pending, queue, upstream) = current.walkStep()
+      guard pending else { return false }
+      if visit(current, queue) { return true }
+      node = upstream
+      steps += 1
+      if let limit, steps >= limit { return false }
+    }
+    guard let node else { return false }
+    return walkUpstreamSlowly(from: [node], steps: steps, limit: limit, visit)
+  }
+
+  private static func walkUpstreamSlowly(
+    from roots: [_PromiseNode], steps: Int, limit: Int?,
+    _ visit: (_PromiseNode, DispatchQueue?) -> Bool
+  ) -> Bool {
+    var stack = roots
+    var seen = Set<ObjectIdentifier>()
+    var steps = steps
+    while let current = stack.popLast() {
+      guard seen.insert(ObjectIdentifier(current)).inserted else { continue }
+      if let members = current.upstreamMembers {
+        stack.append(contentsOf: members)
+        continue
+      }
+      let (pending, queue, upstream) = current.walkStep()
+      guard pending else { continue }
+      if visit(current, queue) { return true }
+      if let upstream { stack.append(upstream) }
+      steps += 1
+      if let limit, steps >= limit { return false }
+    }
+    return false
   }
 }
 

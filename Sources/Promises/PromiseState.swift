@@ -77,6 +77,16 @@ struct PromiseState {
     return count
   }
 
+  /// Whether a waiting callback still needs this promise (see `_PromiseNode.isLiveObserver`).
+  var hasLiveObserver: Bool {
+    var node = head
+    while let current = node {
+      if current.isLiveObserver { return true }
+      node = current.next
+    }
+    return false
+  }
+
   /// Stores `node` to run at settlement, or tells the caller to run it now.
   @usableFromInline
   mutating func register(_ node: _PromiseNode) -> RegisterAction {

@@ -1,0 +1,122 @@
+import Foundation
+import Promises
+
+/// Obtains a token through a promise, attaches it to requests, and refreshes it once on a 401.
+///
+/// Give it to `HTTPClient(baseURL:authenticator:)`. Before each request the client asks for
+/// the current token (fetching one the first time) and sends `Authorization: <scheme> <token>`
+/// unless the request sets `Authorization` itself. When the server answers 401, the client asks
+/// for a fresh token and replays the request once; a second 401 is reported as
+/// `HTTPError.unacceptableStatus`. Fetches are single-flight: however many requests need a token
+/// at once, `fetchToken` runs once and they all share its outcome.
+///
+/// `fetchToken` runs on the thread that needs the token, outside any lock. Fetch the token with
+/// a client that has no authenticator (the token endpoint must not wait for a token), and do
+/// not capture the authenticated client strongly in it: that would be a retain cycle.
+public final class TokenAuthenticator: @unchecked Sendable {
+  // Safety of `@unchecked Sendable`: `state` is read and written only while `lock` is held;
+  // the other stored properties are constants of `Sendable` types.
+  private let lock = NSLock()
+  private var state: State = .empty
+  private let fetchToken: @Sendable () -> Promise<String>
+  /// The authorization scheme put before the token, `"Bearer"` by default.
+  public let scheme: String
+
+  private enum State {
+    case empty
+    case fetching(Promise<String>)
+    case valid(String)
+  }
+
+  /// Creates an authenticator that gets tokens from `fetchToken`.
+  ///
+  /// - Parameters:
+  ///   - scheme: Put before the token in the `Authorization` header; `"Bearer"` by default.
+  ///   - fetchToken: Returns a promise of a new token; called for the first request and after a
+  ///     401, never twice at the same time.
+  public init(scheme: String = "Bearer", fetchToken: @escaping @Sendable () -> Promise<String>) {
+    self.scheme = scheme
+    self.fetchToken = fetchToken
+  }
+
+  /// Forgets the current token: the next request fetches a new one.
+  public func invalidate() {
+    lock.lock()
+    if case .valid = state { state = .empty }
+    lock.unlock()
+  }
+
+  /// Returns the current token, fetching it if there is none (single-flight).
+  func token() -> Promise<String> {
+    lock.lock()
+    switch state {
+    case .valid(let token):
+      lock.unlock()
+      return Promise(token)
+    case .fetching(let promise):
+      lock.unlock()
+      return promise
+    case .empty:
+      return startFetchUnlocking()
+    }
+  }
+
+  /// Returns a token other than `stale`: the one a concurrent refresh got, or a new one.
+  func token(replacing stale: String) -> Promise<String> {
+    lock.lock()
+    switch state {
+    case .valid(let token) where token != stale:
+      lock.unlock()
+      return Promise(token)
+    case .fetching(let promise):
+      lock.unlock()
+      return promise
+    case .valid, .empty:
+      return startFetchUnlocking()
+    }
+  }
+
+  /// The `Authorization` header value for `token`.
+  func headerValue(for token: String) -> String {
+    scheme.isEmpty ? token : "\(scheme) \(token)"
+  }
+
+  /// Starts a fetch; called with `lock` held, returns with it released.
+  private func startFetchUnlocking() -> Promise<String> {
+    let (shared, resolver) = Promise<String>.pending()
+    state = .fetching(shared)
+    lock.unlock()
+    fetchToken().whenSettled(on: .global()) { [self] result in
+      lock.lock()
+      if case .fetching(let current) = state, current === shared {
+        switch result {
+        case .success(let token): state = .valid(token)
+        case .failure: state = .empty
+        }
+      }
+      lock.unlock()
+      resolver.resolve(result)
+    }
+    return shared
+  }
+}
+
+extension TokenAuthenticator: CustomStringConvertible, CustomReflectable {
+  /// The scheme and whether a token is held; never the token itself.
+  public var description: String {
+    lock.lock()
+    let held: String
+    switch state {
+    case .empty: held = "no token"
+    case .fetching: held = "fetching a token"
+    case .valid: held = "token \(Redaction.placeholder)"
+    }
+    lock.unlock()
+    return "TokenAuthenticator(\(scheme), \(held))"
+  }
+
+  /// A mirror without the token, so `dump` shows no secret.
+  public var customMirror: Mirror {
+    Mirror(self, children: ["scheme": scheme, "state": description], displayStyle: .class)
+  }
+}

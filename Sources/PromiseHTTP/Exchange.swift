@@ -1,0 +1,159 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// One `URLSessionDataTask` and what it has received: the unit the session delegate serves.
+///
+/// The body streams in through `append(_:)`, which enforces the size limit on decompressed
+/// bytes as they arrive; redirects and challenges are decided here too. The completion runs at
+/// most once: on success, on failure, or never if the exchange was cancelled first.
+final class Exchange: @unchecked Sendable {
+  // Safety of `@unchecked Sendable`: every `var` is read and written only while `lock` is held;
+  // the `let`s are constants of `Sendable` types (`URLSessionDataTask` is thread-safe).
+  private let lock = NSLock()
+  let task: URLSessionDataTask
+  let requestURL: URL
+  let maximumBodySize: Int
+  let redirectLimit: Int
+  private var visited: [URL]
+  private var response: HTTPURLResponse?
+  private var body: [UInt8] = []
+  private var answeredChallenge = false
+  private var completion: (@Sendable (Result<HTTPResponse, HTTPError>) -> Void)?
+
+  init(
+    task: URLSessionDataTask, requestURL: URL, maximumBodySize: Int, redirectLimit: Int,
+    completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
+  ) {
+    self.task = task
+    self.requestURL = requestURL
+    self.maximumBodySize = maximumBodySize
+    self.redirectLimit = redirectLimit
+    self.visited = [requestURL]
+    self.completion = completion
+  }
+
+  /// Cancels the task; the completion is dropped and never runs.
+  func cancel() {
+    lock.lock()
+    completion = nil
+    lock.unlock()
+    task.cancel()
+  }
+
+  /// Runs the completion with `error` (once) and, unless told otherwise, cancels the task.
+  ///
+  /// Inside a delegate callback that has its own completion handler, the task must not be
+  /// cancelled: FoundationNetworking traps when the handler is called after `cancel()`
+  /// ("Received callback for HTTP redirection, but we're not waiting for it"). The handler's
+  /// answer (`.cancel`, `nil`) ends the task instead.
+  private func fail(_ error: HTTPError, cancellingTask: Bool = true) {
+    lock.lock()
+    let completion = self.completion
+    self.completion = nil
+    body = []
+    lock.unlock()
+    if cancellingTask { task.cancel() }
+    completion?(.failure(error))
+  }
+
+  /// Records the response head; refuses a declared, uncompressed length above the limit.
+  func receive(_ response: URLResponse) -> URLSession.ResponseDisposition {
+    guard let http = response as? HTTPURLResponse else {
+      fail(.transportFailure(URLError(.badServerResponse), url: requestURL), cancellingTask: false)
+      return .cancel
+    }
+    let encoded =
+      http.value(forHTTPHeaderField: "Content-Encoding").map { !$0.isEmpty && $0 != "identity" } ?? false
+    let hasBody = task.originalRequest?.httpMethod != "HEAD"
+    if hasBody, !encoded, http.expectedContentLength > Int64(maximumBodySize) {
+      fail(.tooLarge(limit: maximumBodySize, url: requestURL), cancellingTask: false)
+      return .cancel
+    }
+    lock.lock()
+    self.response = http
+    body = []
+    lock.unlock()
+    return .allow
+  }
+
+  /// Appends body bytes (already decompressed); cancels the task once past the size limit.
+  func append(_ data: Data) {
+    lock.lock()
+    guard completion != nil else {
+      lock.unlock()
+      return
+    }
+    let tooLarge = body.count + data.count > maximumBodySize
+    if !tooLarge { body.append(contentsOf: data) }
+    lock.unlock()
+    if tooLarge { fail(.tooLarge(limit: maximumBodySize, url: requestURL)) }
+  }
+
+  /// Decides a redirect hop: the request to follow, or `nil` to stop (the exchange then fails).
+  func redirect(to proposed: URLRequest) -> URLRequest? {
+    lock.lock()
+    let decision = Redirects.decide(
+      proposed: proposed, origin: requestURL, visited: visited, limit: redirectLimit)
+    if case .follow(let request) = decision, let url = request.url {
+      visited.append(url)
+      response = nil
+      body = []
+    }
+    lock.unlock()
+    switch decision {
+    case .follow(let request):
+      return request
+    case .tooManyRedirects:
+      fail(.tooManyRedirects(limit: redirectLimit, url: requestURL), cancellingTask: false)
+    case .unsupportedScheme(let scheme):
+      fail(
+        .invalidRequest(
+          "a redirect from \(Redaction.text(requestURL)) to the unsupported scheme '\(scheme)'"),
+        cancellingTask: false)
+    }
+    return nil
+  }
+
+  /// Notes that an authentication challenge was refused, so that the 401 itself is delivered.
+  func refuseChallenge() {
+    lock.lock()
+    answeredChallenge = true
+    lock.unlock()
+  }
+
+  /// Delivers the outcome when the task completes.
+  func complete(error: (any Error)?) {
+    lock.lock()
+    let completion = self.completion
+    self.completion = nil
+    let response = self.response
+    let body = self.body
+    let refusedChallenge = answeredChallenge
+    lock.unlock()
+    guard let completion else { return }
+    var urlError = error.map { ($0 as? URLError) ?? URLError(.unknown) }
+    if urlError?.code == .unknown, let response, response.expectedContentLength > Int64(body.count) {
+      // libcurl's "transfer closed with bytes remaining" arrives as an unknown error (-1):
+      // the connection ended before the declared body did.
+      urlError = URLError(.networkConnectionLost)
+    }
+    if let response, urlError == nil || (refusedChallenge && urlError?.code == .cancelled) {
+      completion(.success(Self.makeResponse(response, body: body, requestURL: requestURL)))
+    } else {
+      completion(.failure(.transportFailure(urlError ?? URLError(.badServerResponse), url: requestURL)))
+    }
+  }
+
+  static func makeResponse(_ response: HTTPURLResponse, body: [UInt8], requestURL: URL) -> HTTPResponse {
+    var headers = HTTPHeaders()
+    for (name, value) in response.allHeaderFields {
+      headers.add(name: "\(name.base)", value: "\(value)")
+    }
+    return HTTPResponse(
+      statusCode: response.statusCode, headers: headers, body: body, requestURL: requestURL,
+      url: response.url ?? requestURL)
+  }
+}

@@ -1,0 +1,370 @@
+import Foundation
+import Promises
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// Sends HTTP requests relative to a base URL and returns promises of their responses.
+///
+/// Chains read like the sequential code they replace: `client.post("device/register", json:
+/// registration).decode(Token.self).then { token in client.get("stream/config", headers: …) }`.
+///
+/// A client owns its `URLSession` (an ephemeral one by default: no cookies, no cache, no
+/// credential storage shared with anything else) and is `Sendable`: capture it in callbacks.
+/// Every request gets the client's protections, which plain `URLSession` on Linux lacks:
+/// - a deadline enforced by the client's own timer (`timeout`, or a `Deadline` you pass);
+/// - a size limit enforced while the body streams in, decompressed bytes counted;
+/// - `Authorization`, `Proxy-Authorization` and `Cookie` removed on a redirect to another
+///   scheme, host or port, a redirect limit, and loop detection;
+/// - header fields with CR, LF or other control bytes refused before anything is sent;
+/// - a 401 with a `Basic` challenge delivered as a 401, not a hang;
+/// - retries by `retryPolicy`, and the token of an `authenticator`, refreshed once on a 401.
+///
+/// A status outside `acceptableStatusCodes` (200–299) rejects with
+/// `HTTPError.unacceptableStatus`. Cancelling a returned promise, or the task awaiting its
+/// `value`, cancels the `URLSessionTask`; nothing is delivered after that.
+///
+/// Proxies: FoundationNetworking ignores `URLSessionConfiguration.connectionProxyDictionary`
+/// (measured on Swift 6.3.1) and libcurl reads `http_proxy`, `https_proxy`, `all_proxy` and
+/// `no_proxy` from the environment of the process. To bypass a proxy for some hosts, set
+/// `no_proxy` before the first request.
+public final class HTTPClient: Sendable {
+  /// The URL that request paths are relative to.
+  public let baseURL: URL
+  /// Headers sent with every request; a request's own headers override them.
+  public let defaultHeaders: HTTPHeaders
+  /// The queue the client settles its promises and runs its timers and session delegate on.
+  public let callbackQueue: DispatchQueue
+  /// The retry policy of every request that does not give its own.
+  public let retryPolicy: RetryPolicy
+  /// The longest a request may take, retries and backoff included.
+  public let timeout: Duration
+  /// The largest body accepted, in bytes, counted after decompression.
+  public let maximumResponseSize: Int
+  /// The most redirects followed for one request.
+  public let maximumRedirects: Int
+  /// The statuses that fulfil a request's promise; others reject with `unacceptableStatus`.
+  public let acceptableStatusCodes: Range<Int>
+  /// Attaches and refreshes tokens, if set.
+  public let authenticator: TokenAuthenticator?
+  private let transport: Transport
+
+  /// 30 s: a mobile connection that has not answered by then will not.
+  public static let defaultTimeout: Duration = .seconds(30)
+
+  /// 4 MiB: far above a JSON API response, small enough that a hundred concurrent requests,
+  /// or a decompression bomb, cannot exhaust memory.
+  public static let defaultMaximumResponseSize = 4 << 20
+
+  /// 10 redirects: more than any legitimate chain, fewer than a loop would take to notice.
+  public static let defaultMaximumRedirects = 10
+
+  /// Returns the configuration a client uses by default: ephemeral, with no cookie storage,
+  /// no URL cache and no credential storage, so nothing is shared with other sessions.
+  public static func makeDefaultConfiguration() -> URLSessionConfiguration {
+    let configuration = URLSessionConfiguration.ephemeral
+    configuration.httpCookieStorage = nil
+    configuration.httpShouldSetCookies = false
+    configuration.httpCookieAcceptPolicy = .never
+    configuration.urlCache = nil
+    configuration.urlCredentialStorage = nil
+    configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+    return configuration
+  }
+
+  /// Creates a client with its own ephemeral session (see `makeDefaultConfiguration()`).
+  ///
+  /// - Parameters:
+  ///   - baseURL: The URL that paths are relative to, for example `https://api.example.com/v1/`.
+  ///   - defaultHeaders: Sent with every request.
+  ///   - callbackQueue: Where the client settles promises; a private serial queue by default.
+  ///   - retryPolicy: `RetryPolicy.default`: idempotent methods, 3 attempts.
+  ///   - timeout: The deadline of each request, retries included; 30 s.
+  ///   - maximumResponseSize: The body size limit after decompression; 4 MiB.
+  ///   - maximumRedirects: The redirect limit; 10.
+  ///   - acceptableStatusCodes: The statuses that fulfil; 200–299.
+  ///   - authenticator: Attaches a token to each request and refreshes it on a 401.
+  public convenience init(
+    baseURL: URL, defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
+    retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
+    maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
+    maximumRedirects: Int = HTTPClient.defaultMaximumRedirects,
+    acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
+  ) {
+    self.init(
+      baseURL: baseURL, configuration: Self.makeDefaultConfiguration(), defaultHeaders: defaultHeaders,
+      callbackQueue: callbackQueue, retryPolicy: retryPolicy, timeout: timeout,
+      maximumResponseSize: maximumResponseSize, maximumRedirects: maximumRedirects,
+      acceptableStatusCodes: acceptableStatusCodes, authenticator: authenticator)
+  }
+
+  /// Creates a client whose session uses `configuration` (copied; later changes do not apply).
+  ///
+  /// The other parameters are those of `init(baseURL:)`.
+  public init(
+    baseURL: URL, configuration: URLSessionConfiguration, defaultHeaders: HTTPHeaders = [:],
+    callbackQueue: DispatchQueue? = nil, retryPolicy: RetryPolicy = .default,
+    timeout: Duration = HTTPClient.defaultTimeout,
+    maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
+    maximumRedirects: Int = HTTPClient.defaultMaximumRedirects,
+    acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
+  ) {
+    let queue = callbackQueue ?? DispatchQueue(label: "PromiseHTTP.HTTPClient")
+    self.baseURL = baseURL
+    self.defaultHeaders = defaultHeaders
+    self.callbackQueue = queue
+    self.retryPolicy = retryPolicy
+    self.timeout = timeout
+    self.maximumResponseSize = maximumResponseSize
+    self.maximumRedirects = maximumRedirects
+    self.acceptableStatusCodes = acceptableStatusCodes
+    self.authenticator = authenticator
+    let copy = (configuration.copy() as? URLSessionConfiguration) ?? configuration
+    self.transport = Transport(configuration: copy, callbackQueue: queue)
+  }
+
+  /// Creates a client that uses the configuration of `session`: its cookie storage, cache,
+  /// credential storage, additional headers and timeouts.
+  ///
+  /// The client still runs its requests on a session of its own, made from that
+  /// configuration: it needs its own session delegate (to stream, limit and redirect), and
+  /// FoundationNetworking honours neither a second delegate nor per-task delegates. `session`
+  /// itself and its delegate are not used.
+  ///
+  /// The other parameters are those of `init(baseURL:)`.
+  public convenience init(
+    baseURL: URL, session: URLSession, defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
+    retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
+    maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
+    maximumRedirects: Int = HTTPClient.defaultMaximumRedirects,
+    acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
+  ) {
+    self.init(
+      baseURL: baseURL, configuration: session.configuration, defaultHeaders: defaultHeaders,
+      callbackQueue: callbackQueue, retryPolicy: retryPolicy, timeout: timeout,
+      maximumResponseSize: maximumResponseSize, maximumRedirects: maximumRedirects,
+      acceptableStatusCodes: acceptableStatusCodes, authenticator: authenticator)
+  }
+
+  // MARK: Sending
+
+  /// Sends `request` and returns a promise of its response.
+  ///
+  /// The promise is fulfilled with a response whose status is acceptable, after any retries;
+  /// it is rejected with an `HTTPError` otherwise, or with `CancellationError` when cancelled.
+  /// Nothing is sent when the request is invalid: the promise is rejected with
+  /// `HTTPError.invalidRequest` at once.
+  public func send(_ request: HTTPRequest) -> Promise<HTTPResponse> {
+    let urlRequest: URLRequest
+    switch prepare(request) {
+    case .success(let prepared): urlRequest = prepared
+    case .failure(let error): return Promise(error: error)
+    }
+    let requestDeadline = Deadline.after(timeout)
+    let deadline = request.deadline.map { min($0, requestDeadline) } ?? requestDeadline
+    let (promise, resolver) = Promise<HTTPResponse>.pending()
+    let operation = RequestOperation(
+      transport: transport, request: urlRequest, method: request.method,
+      policy: request.retryPolicy ?? retryPolicy,
+      acceptable: request.acceptableStatusCodes ?? acceptableStatusCodes, deadline: deadline,
+      authenticator: authenticator, maximumBodySize: maximumResponseSize, redirectLimit: maximumRedirects,
+      timerQueue: callbackQueue, resolver: resolver)
+    resolver.onCancel { operation.cancel() }
+    operation.start()
+    return promise
+  }
+
+  /// Sends a `GET` request for `path` and returns a promise of the response.
+  ///
+  /// - Parameters:
+  ///   - path: Relative to `baseURL`, for example `"stream/config"`; see `HTTPPath` for untrusted input.
+  ///   - query: Query items, percent-encoded.
+  ///   - headers: Header fields for this request.
+  ///   - deadline: A deadline shared by a chain of requests, on top of `timeout`.
+  /// - Returns: A promise of the response, rejected with an `HTTPError` on failure.
+  public func get(
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], deadline: Deadline? = nil
+  ) -> Promise<HTTPResponse> {
+    send(
+      HTTPRequest(method: .get, path: path, query: query, headers: HTTPHeaders(headers), deadline: deadline))
+  }
+
+  /// Sends a `HEAD` request for `path`; the response has headers and no body.
+  public func head(
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], deadline: Deadline? = nil
+  ) -> Promise<HTTPResponse> {
+    send(
+      HTTPRequest(method: .head, path: path, query: query, headers: HTTPHeaders(headers), deadline: deadline))
+  }
+
+  /// Sends a `DELETE` request for `path`.
+  public func delete(
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], deadline: Deadline? = nil
+  ) -> Promise<HTTPResponse> {
+    send(
+      HTTPRequest(
+        method: .delete, path: path, query: query, headers: HTTPHeaders(headers), deadline: deadline))
+  }
+
+  /// Sends a `POST` request with `body` as raw bytes.
+  public func post(
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: [UInt8],
+    deadline: Deadline? = nil
+  ) -> Promise<HTTPResponse> {
+    send(withBody: .post, path, query, headers, body, deadline)
+  }
+
+  /// Sends a `POST` request with `json` encoded as JSON (`Content-Type: application/json`).
+  ///
+  /// An encoding failure rejects the promise with `HTTPError.invalidRequest`; nothing is sent.
+  public func post(
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], json: some Encodable,
+    encoder: JSONEncoder = JSONEncoder(), deadline: Deadline? = nil
+  ) -> Promise<HTTPResponse> {
+    send(withJSON: .post, path, query, headers, json, encoder, deadline)
+  }
+
+  /// Sends a `PUT` request with `body` as raw bytes.
+  public func put(
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: [UInt8],
+    deadline: Deadline? = nil
+  ) -> Promise<HTTPResponse> {
+    send(withBody: .put, path, query, headers, body, deadline)
+  }
+
+  /// Sends a `PUT` request with `json` encoded as JSON.
+  public func put(
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], json: some Encodable,
+    encoder: JSONEncoder = JSONEncoder(), deadline: Deadline? = nil
+  ) -> Promise<HTTPResponse> {
+    send(withJSON: .put, path, query, headers, json, encoder, deadline)
+  }
+
+  /// Sends a `PATCH` request with `body` as raw bytes.
+  public func patch(
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: [UInt8],
+    deadline: Deadline? = nil
+  ) -> Promise<HTTPResponse> {
+    send(withBody: .patch, path, query, headers, body, deadline)
+  }
+
+  /// Sends a `PATCH` request with `json` encoded as JSON.
+  public func patch(
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], json: some Encodable,
+    encoder: JSONEncoder = JSONEncoder(), deadline: Deadline? = nil
+  ) -> Promise<HTTPResponse> {
+    send(withJSON: .patch, path, query, headers, json, encoder, deadline)
+  }
+
+  private func send(
+    withBody method: HTTPMethod, _ path: String, _ query: [URLQueryItem], _ headers: [String: String],
+    _ body: [UInt8], _ deadline: Deadline?
+  ) -> Promise<HTTPResponse> {
+    send(
+      HTTPRequest(
+        method: method, path: path, query: query, headers: HTTPHeaders(headers), body: body,
+        deadline: deadline))
+  }
+
+  private func send(
+    withJSON method: HTTPMethod, _ path: String, _ query: [URLQueryItem], _ headers: [String: String],
+    _ value: some Encodable, _ encoder: JSONEncoder, _ deadline: Deadline?
+  ) -> Promise<HTTPResponse> {
+    let body: Data
+    do {
+      body = try encoder.encode(value)
+    } catch {
+      return Promise(error: HTTPError.invalidRequest("could not encode \(type(of: value)) as JSON: \(error)"))
+    }
+    var fields = HTTPHeaders(headers)
+    if fields["Content-Type"] == nil { fields["Content-Type"] = "application/json" }
+    return send(
+      HTTPRequest(
+        method: method, path: path, query: query, headers: fields, body: Array(body), deadline: deadline))
+  }
+
+  // MARK: Preparing
+
+  /// Builds the `URLRequest`, or the reason it must not be sent.
+  func prepare(_ request: HTTPRequest) -> Result<URLRequest, HTTPError> {
+    if let problem = HTTPPath.dotSegmentProblem(in: request.path) {
+      return .failure(.invalidRequest(problem))
+    }
+    guard let url = resolve(request.path, query: request.query) else {
+      return .failure(
+        .invalidRequest(
+          "the path '\(request.path)' does not make a valid URL with \(Redaction.text(baseURL))"))
+    }
+    guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
+      return .failure(
+        .invalidRequest("only http and https URLs with a host can be sent: \(Redaction.text(url))"))
+    }
+    var urlRequest = URLRequest(url: url)
+    urlRequest.httpMethod = request.method.rawValue
+    var merged = defaultHeaders
+    for field in request.headers { merged[field.name] = field.value }
+    for field in merged {
+      if let problem = HTTPRequest.headerProblem(name: field.name, value: field.value) {
+        return .failure(.invalidRequest(problem))
+      }
+      urlRequest.setValue(field.value, forHTTPHeaderField: field.name)
+    }
+    if let body = request.body { urlRequest.httpBody = Data(body) }
+    return .success(urlRequest)
+  }
+
+  /// `baseURL` + `path` (a leading `/` is ignored) + the encoded query; or `path` if absolute.
+  private func resolve(_ path: String, query: [URLQueryItem]) -> URL? {
+    let url: URL?
+    if path.contains("://") {
+      url = URL(string: path)
+    } else {
+      var base = baseURL.absoluteString
+      if let cut = base.firstIndex(where: { $0 == "?" || $0 == "#" }) { base = String(base[..<cut]) }
+      if !base.hasSuffix("/") { base += "/" }
+      url = URL(string: base + path.drop { $0 == "/" })
+    }
+    guard let url, !query.isEmpty else { return url }
+    guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return nil }
+    let encoded = query.map { "\(Self.encodeQuery($0.name))=\(Self.encodeQuery($0.value ?? ""))" }
+    components.percentEncodedQuery = ([components.percentEncodedQuery].compactMap { $0 } + encoded).joined(
+      separator: "&")
+    return components.url
+  }
+
+  /// Percent-encodes everything except RFC 3986 unreserved characters (so `+`, `&`, `=` too).
+  private static func encodeQuery(_ text: String) -> String {
+    var out = ""
+    for byte in text.utf8 {
+      switch byte {
+      case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"),
+        UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+        out.unicodeScalars.append(Unicode.Scalar(byte))
+      default:
+        out +=
+          "%" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true)
+      }
+    }
+    return out
+  }
+}
+
+extension HTTPClient: CustomStringConvertible, CustomReflectable {
+  /// The base URL (without user-info) and the main settings; never a credential.
+  public var description: String {
+    "HTTPClient(\(Redaction.text(baseURL)), timeout: \(timeout), maximumResponseSize: \(maximumResponseSize))"
+  }
+
+  /// A mirror with the base URL's user-info and credential headers redacted, for `dump`.
+  public var customMirror: Mirror {
+    Mirror(
+      self,
+      children: [
+        "baseURL": Redaction.text(baseURL), "defaultHeaders": defaultHeaders, "timeout": timeout,
+        "maximumResponseSize": maximumResponseSize, "maximumRedirects": maximumRedirects,
+        "acceptableStatusCodes": acceptableStatusCodes, "authenticator": authenticator as Any,
+      ], displayStyle: .class)
+  }
+}

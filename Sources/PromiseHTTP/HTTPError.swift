@@ -1,0 +1,116 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// Every error an `HTTPClient` request can end with, each case carrying what went wrong.
+///
+/// Match a case with `catch HTTPError.timedOut` or `if case .unacceptableStatus(let status, …)`.
+/// No case carries a credential: URLs are stored without user-info, credential headers
+/// (`Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`) are stored redacted, and so
+/// `description`, `String(reflecting:)` and `dump` are safe to log. Cancelling a request rejects
+/// it with Swift's `CancellationError`, not with an `HTTPError`.
+public enum HTTPError: Error, Sendable {
+  /// The connection failed: refused, reset, closed early, DNS, TLS. Carries the `URLError`.
+  case transport(URLError, url: URL?)
+  /// The server answered with a status outside the accepted range (200–299 by default).
+  case unacceptableStatus(statusCode: Int, headers: HTTPHeaders, bodyExcerpt: String, url: URL)
+  /// The body could not be decoded as the type named, at the coding path named.
+  case decoding(type: String, codingPath: String, detail: String, bodyExcerpt: String, url: URL)
+  /// The request (with its retries) did not finish before its deadline.
+  case timedOut(url: URL?, deadline: Duration)
+  /// The body grew past the client's size limit (decompressed bytes counted); it was cancelled.
+  case tooLarge(limit: Int, url: URL?)
+  /// The request was refused before anything was sent; the text says what was wrong.
+  case invalidRequest(String)
+  /// The server redirected more than `limit` times, or back to a URL already visited.
+  case tooManyRedirects(limit: Int, url: URL?)
+
+  /// The most bytes of a body kept in an error, as text: 512.
+  ///
+  /// Enough to see a server's error message, small enough for a log line.
+  public static let excerptLimit = 512
+
+  /// The request's URL, without user-info, when the error concerns one.
+  public var url: URL? {
+    switch self {
+    case .transport(_, let url), .timedOut(let url, _), .tooLarge(_, let url), .tooManyRedirects(_, let url):
+      return url
+    case .unacceptableStatus(_, _, _, let url), .decoding(_, _, _, _, let url):
+      return url
+    case .invalidRequest:
+      return nil
+    }
+  }
+
+  /// The status code of an `unacceptableStatus` error, else `nil`.
+  public var statusCode: Int? {
+    if case .unacceptableStatus(let statusCode, _, _, _) = self { return statusCode }
+    return nil
+  }
+
+  /// Returns a transport error with a clean `URLError`: only its code and the redacted URL.
+  static func transportFailure(_ error: URLError, url: URL?) -> HTTPError {
+    let clean = url.map(Redaction.url)
+    var info: [String: any Sendable] = [:]
+    if let clean { info[NSURLErrorFailingURLErrorKey] = clean }
+    return .transport(URLError(error.code, userInfo: info), url: clean)
+  }
+
+  /// Returns an unacceptable-status error for `response`, with a bounded, redacted excerpt.
+  static func unacceptable(_ response: HTTPResponse) -> HTTPError {
+    .unacceptableStatus(
+      statusCode: response.statusCode, headers: response.headers.redacted,
+      bodyExcerpt: response.bodyExcerpt(), url: response.url)
+  }
+}
+
+extension HTTPError: CustomStringConvertible, LocalizedError {
+  /// One sentence naming the problem and the URL, with credentials redacted.
+  public var description: String {
+    switch self {
+    case .transport(let error, let url):
+      return
+        "HTTP transport error \(error.code.rawValue) (\(Self.name(of: error.code))) for \(Redaction.text(url))"
+    case .unacceptableStatus(let status, let headers, let excerpt, let url):
+      let body = excerpt.isEmpty ? "" : ", body: \(excerpt)"
+      return "HTTP status \(status) is not acceptable for \(Redaction.text(url)) (headers: \(headers)\(body))"
+    case .decoding(let type, let path, let detail, let excerpt, let url):
+      let at = path.isEmpty ? "the top level" : "'\(path)'"
+      return
+        "could not decode \(type) at \(at) from the body of \(Redaction.text(url)): \(detail) (body: \(excerpt))"
+    case .timedOut(let url, let deadline):
+      return "HTTP request to \(Redaction.text(url)) timed out: its deadline of \(deadline) passed"
+    case .tooLarge(let limit, let url):
+      return "HTTP response from \(Redaction.text(url)) is larger than the limit of \(limit) bytes"
+    case .invalidRequest(let what):
+      return "invalid HTTP request, nothing was sent: \(what)"
+    case .tooManyRedirects(let limit, let url):
+      return "too many redirects (a loop, or more than \(limit)) for \(Redaction.text(url))"
+    }
+  }
+
+  /// The same text as `description`.
+  public var errorDescription: String? { description }
+
+  static func name(of code: URLError.Code) -> String {
+    switch code {
+    case .cannotConnectToHost: return "cannot connect to host"
+    case .networkConnectionLost: return "network connection lost"
+    case .cannotFindHost: return "cannot find host"
+    case .dnsLookupFailed: return "DNS lookup failed"
+    case .notConnectedToInternet: return "not connected to the internet"
+    case .timedOut: return "timed out"
+    case .badServerResponse: return "bad server response"
+    case .zeroByteResource: return "empty reply"
+    case .cannotParseResponse: return "cannot parse response"
+    case .secureConnectionFailed: return "secure connection failed"
+    case .serverCertificateUntrusted: return "server certificate untrusted"
+    case .unsupportedURL: return "unsupported URL"
+    case .cancelled: return "cancelled"
+    case .userAuthenticationRequired: return "authentication required"
+    default: return "URL error"
+    }
+  }
+}

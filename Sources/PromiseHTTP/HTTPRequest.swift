@@ -1,0 +1,77 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// A request for `HTTPClient.send(_:)`: method, path relative to the base URL, query, headers, body.
+///
+/// The per-method helpers (`get`, `post`, …) build one of these for you. Nothing is checked when
+/// you build it; `send` refuses it with `HTTPError.invalidRequest` — before anything goes on the
+/// wire — when a header name or value holds CR, LF or another control byte, when the path has a
+/// `.` or `..` segment, or when the URL is not `http` or `https`.
+public struct HTTPRequest: Sendable {
+  /// The method, `GET` by default.
+  public var method: HTTPMethod
+  /// The path relative to the client's base URL (`"stream/config"`), or an absolute URL.
+  ///
+  /// Build it from untrusted input with `HTTPPath(segments:)`.
+  public var path: String
+  /// Query items appended to the URL, in order; names and values are percent-encoded (`+` too).
+  public var query: [URLQueryItem]
+  /// Header fields, added to (and overriding) the client's default headers.
+  public var headers: HTTPHeaders
+  /// The body bytes, or `nil` for none.
+  public var body: [UInt8]?
+  /// A deadline for this request, on top of the client's `timeout`; the earlier one applies.
+  public var deadline: Deadline?
+  /// The status codes that fulfil the promise; `nil` uses the client's `acceptableStatusCodes`.
+  public var acceptableStatusCodes: Range<Int>?
+  /// The retry policy for this request; `nil` uses the client's `retryPolicy`.
+  public var retryPolicy: RetryPolicy?
+
+  /// Creates a request.
+  public init(
+    method: HTTPMethod = .get, path: String, query: [URLQueryItem] = [], headers: HTTPHeaders = [:],
+    body: [UInt8]? = nil, deadline: Deadline? = nil, acceptableStatusCodes: Range<Int>? = nil,
+    retryPolicy: RetryPolicy? = nil
+  ) {
+    self.method = method
+    self.path = path
+    self.query = query
+    self.headers = headers
+    self.body = body
+    self.deadline = deadline
+    self.acceptableStatusCodes = acceptableStatusCodes
+    self.retryPolicy = retryPolicy
+  }
+
+  /// Returns the problem with a header field, or `nil` when it may be sent.
+  ///
+  /// Names must be RFC 9110 tokens; values may hold visible ASCII, spaces, tabs and non-ASCII
+  /// text, but no CR, LF, NUL or other control byte (which would split or end the header block).
+  static func headerProblem(name: String, value: String) -> String? {
+    let tokenPunctuation = Set("!#$%&'*+-.^_`|~".utf8)
+    if name.isEmpty { return "a header has an empty name" }
+    for byte in name.utf8 {
+      let isAlphanumeric =
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+        || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+      if !isAlphanumeric && !tokenPunctuation.contains(byte) {
+        return "the header name '\(Self.printable(name))' has the invalid byte 0x\(String(byte, radix: 16))"
+      }
+    }
+    for byte in value.utf8 where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
+      let shown = Redaction.isSensitive(headerName: name) ? Redaction.placeholder : Self.printable(value)
+      return "the value of header '\(name)' has the control byte 0x\(String(byte, radix: 16)): '\(shown)'"
+    }
+    return nil
+  }
+
+  /// `text` with control bytes shown as `\r`, `\n` or `\u{…}`.
+  static func printable(_ text: String) -> String {
+    text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? $0.escaped(asASCII: true) : String($0) }
+      .joined()
+  }
+}

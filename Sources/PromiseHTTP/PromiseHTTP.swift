@@ -1,1 +1,0 @@
-// PromiseHTTP: see HTTPClient.swift

@@ -1,0 +1,82 @@
+import Foundation
+
+/// The state of `Promise.any`: the errors so far, in input order, and the result's resolver.
+final class AnyAggregate<Value: Sendable>: @unchecked Sendable {
+  // Safety: every `var` is only accessed while `lock` is held.
+  private let lock = NSLock()
+  private var resolver: Promise<Value>.Resolver?
+  private var errors: [(any Error)?]
+  private var remaining: Int
+
+  init(count: Int, resolver: Promise<Value>.Resolver) {
+    self.resolver = resolver
+    errors = Array(repeating: nil, count: count)
+    remaining = count
+  }
+
+  func receive(_ outcome: Result<Value, any Error>, at index: Int) {
+    switch outcome {
+    case .success:
+      take()?.resolve(outcome)
+    case .failure(let error):
+      let finished: (Promise<Value>.Resolver, [any Error])? = lock.withLock {
+        guard let resolver else { return nil }
+        errors[index] = error
+        remaining -= 1
+        guard remaining == 0 else { return nil }
+        let collected = errors.map { $0.unsafelyUnwrapped }
+        self.resolver = nil
+        errors = []
+        return (resolver, collected)
+      }
+      if let (resolver, errors) = finished {
+        resolver.reject(PromiseError.allRejected(errors))
+      }
+    }
+  }
+
+  /// Takes the resolver out (once) and drops the collected errors.
+  func take() -> Promise<Value>.Resolver? {
+    lock.withLock {
+      defer {
+        resolver = nil
+        errors = []
+      }
+      return resolver
+    }
+  }
+}
+
+extension Promise {
+  /// Returns a promise fulfilled with the first value among `promises`, ignoring rejections
+  /// until every input has been rejected.
+  ///
+  /// Rejections do not decide the outcome: only when all inputs are rejected is the result
+  /// rejected, with `PromiseError.allRejected` carrying every error in input order (not in
+  /// the order they happened). An empty array gives `PromiseError.allRejected([])` at once.
+  /// The other inputs keep running after the first value; cancelling the returned promise
+  /// cancels every input that nothing else waits on. To take the first outcome, value or
+  /// error, use `Promise.race`.
+  ///
+  /// - Parameters:
+  ///   - promises: The promises to take the first value from.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: A promise of the first value, or of an `allRejected` error.
+  public static func any(
+    _ promises: [Promise<Value>], file: StaticString = #fileID, line: UInt = #line
+  ) -> Promise<Value> {
+    guard !promises.isEmpty else {
+      return Promise(error: PromiseError.allRejected([]), file: file, line: line)
+    }
+    let (first, resolver) = Promise<Value>.pending(file: file, line: line)
+    first.upstream = UpstreamGroup(promises)
+    let aggregate = AnyAggregate(count: promises.count, resolver: resolver)
+    first.addCancelHandler { [weak aggregate] in _ = aggregate?.take() }
+    for (index, promise) in promises.enumerated() {
+      promise.register(
+        ForwardingNode<Value> { [aggregate] outcome in aggregate.receive(outcome, at: index) })
+    }
+    return first
+  }
+}

@@ -1,0 +1,238 @@
+import Dispatch
+import Foundation
+
+/// The bookkeeping of a concurrency-limited fan-out, as a plain value.
+///
+/// Event methods say what the owner must do; the owner calls them under its lock and acts
+/// after unlocking (starting work, settling the result, cancelling inputs).
+struct FanOutState<Value: Sendable> {
+  /// What to do after an input was fulfilled.
+  enum Completion {
+    /// Nothing: the fan-out has finished, or other inputs are still running.
+    case none
+    /// Start the input at this index.
+    case start(Int)
+    /// Every input is fulfilled: fulfil the result with these values, in input order.
+    case fulfill([Value])
+  }
+
+  private var values: [Value?]
+  private var running: [Int: Promise<Value>] = [:]
+  private var nextIndex = 0
+  private var remaining: Int
+  private(set) var isFinished = false
+  let limit: Int
+
+  init(count: Int, limit: Int) {
+    values = Array(repeating: nil, count: count)
+    remaining = count
+    self.limit = limit
+  }
+
+  /// The indices to start first: up to `limit` of them.
+  mutating func startInitial() -> Range<Int> {
+    let first = nextIndex..<min(values.count, limit)
+    nextIndex = first.upperBound
+    return first
+  }
+
+  /// Records that the input at `index` is running; returns `false` if the fan-out has
+  /// finished meanwhile (the caller then cancels `promise`).
+  mutating func started(_ promise: Promise<Value>, at index: Int) -> Bool {
+    guard !isFinished else { return false }
+    running[index] = promise
+    return true
+  }
+
+  /// Records the value of the input at `index`.
+  mutating func fulfilled(_ value: Value, at index: Int) -> Completion {
+    guard !isFinished else { return .none }
+    values[index] = value
+    running[index] = nil
+    remaining -= 1
+    if remaining == 0 {
+      isFinished = true
+      let collected = values.map { $0.unsafelyUnwrapped }
+      values = []
+      return .fulfill(collected)
+    }
+    guard nextIndex < values.count else { return .none }
+    defer { nextIndex += 1 }
+    return .start(nextIndex)
+  }
+
+  /// Finishes the fan-out after a rejection or a cancellation; returns the inputs still
+  /// running (to cancel), or `nil` if it had already finished.
+  mutating func fail() -> [Promise<Value>]? {
+    guard !isFinished else { return nil }
+    isFinished = true
+    let stillRunning = running.sorted { $0.key < $1.key }.map(\.value)
+    running = [:]
+    values = []
+    return stillRunning
+  }
+}
+
+/// One run of `Promise.all(maxConcurrent:_:)`.
+final class FanOut<Value: Sendable>: @unchecked Sendable {
+  // Safety: `state`, `factories` and `resolver` are only accessed while `lock` is held;
+  // `queue` is a constant. Factories are called after unlocking, on `queue`.
+  private let lock = NSLock()
+  private var state: FanOutState<Value>
+  private var factories: [(@Sendable () throws -> Promise<Value>)?]
+  private var resolver: Promise<[Value]>.Resolver?
+  private let queue: DispatchQueue
+
+  init(
+    factories: [@Sendable () throws -> Promise<Value>], limit: Int,
+    resolver: Promise<[Value]>.Resolver, queue: DispatchQueue
+  ) {
+    self.factories = factories
+    self.state = FanOutState(count: factories.count, limit: limit)
+    self.resolver = resolver
+    self.queue = queue
+  }
+
+  func startInitial() {
+    let indices = lock.withLock { state.startInitial() }
+    for index in indices {
+      queue.async { [self] in start(index) }
+    }
+  }
+
+  /// Calls the factory at `index`; runs on `queue`.
+  private func start(_ index: Int) {
+    let factory: (@Sendable () throws -> Promise<Value>)? = lock.withLock {
+      guard !state.isFinished else { return nil }
+      defer { factories[index] = nil }
+      return factories[index]
+    }
+    guard let factory else { return }
+    let promise: Promise<Value>
+    do {
+      promise = try factory()
+    } catch {
+      fail(error)
+      return
+    }
+    guard lock.withLock({ state.started(promise, at: index) }) else {
+      Promise<Value>.propagateCancellation(from: promise)
+      return
+    }
+    promise.register(
+      ForwardingNode<Value> { [self] outcome in
+        switch outcome {
+        case .success(let value): fulfilled(value, at: index)
+        case .failure(let error): fail(error)
+        }
+      })
+  }
+
+  private func fulfilled(_ value: Value, at index: Int) {
+    let (completion, resolver): (FanOutState<Value>.Completion, Promise<[Value]>.Resolver?) =
+      lock.withLock {
+        let completion = state.fulfilled(value, at: index)
+        guard case .fulfill = completion else { return (completion, nil) }
+        return (completion, takeResources())
+      }
+    switch completion {
+    case .none: break
+    case .start(let next): queue.async { [self] in start(next) }
+    case .fulfill(let values): resolver?.fulfill(values)
+    }
+  }
+
+  /// Rejects the result with `error` and cancels the inputs still running.
+  func fail(_ error: any Error) {
+    let (running, resolver) = stop()
+    // Cancel first, so whoever observes the rejection also sees the work cancelled.
+    for promise in running {
+      Promise<Value>.propagateCancellation(from: promise)
+    }
+    resolver?.reject(error)
+  }
+
+  /// Stops after the result was cancelled: starts nothing more, cancels what is running.
+  func cancel() {
+    let (running, _) = stop()
+    for promise in running {
+      Promise<Value>.propagateCancellation(from: promise)
+    }
+  }
+
+  private func stop() -> ([Promise<Value>], Promise<[Value]>.Resolver?) {
+    lock.withLock {
+      guard let running = state.fail() else { return ([], nil) }
+      return (running, takeResources())
+    }
+  }
+
+  /// Releases the factories and the resolver; called with `lock` held.
+  private func takeResources() -> Promise<[Value]>.Resolver? {
+    defer {
+      resolver = nil
+      factories = []
+    }
+    return resolver
+  }
+}
+
+extension Promise {
+  /// Returns a promise of the values of the promises `factories` make, running at most
+  /// `maxConcurrent` of them at a time.
+  ///
+  /// Factories are called on `queue`, asynchronously, in input order: the first
+  /// `maxConcurrent` at once, then one more each time a running promise is fulfilled. The
+  /// values keep input order, whatever order they arrive in. The first rejection (or throw)
+  /// rejects the result with that error, no further factory is called, and the running
+  /// promises are cancelled unless something else waits on them. Cancelling the result does
+  /// the same. An empty array gives `[]`. `maxConcurrent` must be at least 1 (a precondition).
+  ///
+  /// - Parameters:
+  ///   - queue: Where the factories are called; `DispatchQueue.promises` by default.
+  ///   - maxConcurrent: The most promises pending at once; at least 1.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  ///   - factories: Each starts one piece of work and returns its promise.
+  /// - Returns: A promise of all the values, in the order of `factories`.
+  public static func all(
+    on queue: DispatchQueue = .promises, maxConcurrent: Int,
+    file: StaticString = #fileID, line: UInt = #line,
+    _ factories: [@Sendable () throws -> Promise<Value>]
+  ) -> Promise<[Value]> {
+    precondition(
+      maxConcurrent >= 1,
+      "Promise.all(maxConcurrent:): maxConcurrent must be at least 1, got \(maxConcurrent)")
+    if factories.isEmpty { return Promise<[Value]>([], file: file, line: line) }
+    let (result, resolver) = Promise<[Value]>.pending(file: file, line: line)
+    let fanOut = FanOut(factories: factories, limit: maxConcurrent, resolver: resolver, queue: queue)
+    result.addCancelHandler { [weak fanOut] in fanOut?.cancel() }
+    fanOut.startInitial()
+    return result
+  }
+
+  /// Returns a promise of `transform` applied to every input, with at most `maxConcurrent`
+  /// transforms pending at a time.
+  ///
+  /// `transform` is called on `queue`, asynchronously, in input order, as running promises
+  /// are fulfilled; see `all(on:maxConcurrent:_:)` for ordering, rejection and cancellation.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `transform` is called; `DispatchQueue.promises` by default.
+  ///   - inputs: The values to transform.
+  ///   - maxConcurrent: The most promises pending at once; at least 1.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  ///   - transform: Starts the work for one input.
+  /// - Returns: A promise of the results, in the order of `inputs`.
+  public static func map<Input: Sendable>(
+    on queue: DispatchQueue = .promises, _ inputs: [Input], maxConcurrent: Int,
+    file: StaticString = #fileID, line: UInt = #line,
+    _ transform: @escaping @Sendable (Input) throws -> Promise<Value>
+  ) -> Promise<[Value]> {
+    let factories = inputs.map { input -> @Sendable () throws -> Promise<Value> in
+      { try transform(input) }
+    }
+    return all(on: queue, maxConcurrent: maxConcurrent, file: file, line: line, factories)
+  }
+}

@@ -1,0 +1,60 @@
+import Foundation
+
+/// Holds the resolver of an aggregate's result until the result settles, then lets it go.
+///
+/// The inputs' forwarding nodes hold this small box rather than the result itself, so inputs
+/// still pending after the result has settled (the losers of a race) do not keep it alive.
+final class OnceResolver<Value: Sendable>: @unchecked Sendable {
+  // Safety: `resolver` is only accessed while `lock` is held.
+  private let lock = NSLock()
+  private var resolver: Promise<Value>.Resolver?
+
+  init(_ resolver: Promise<Value>.Resolver) {
+    self.resolver = resolver
+  }
+
+  /// Settles the result with `outcome` unless it has been settled through this box already.
+  func resolve(_ outcome: Result<Value, any Error>) {
+    take()?.resolve(outcome)
+  }
+
+  /// Takes the resolver out of the box (once); `nil` afterwards.
+  func take() -> Promise<Value>.Resolver? {
+    lock.withLock {
+      defer { resolver = nil }
+      return resolver
+    }
+  }
+}
+
+extension Promise {
+  /// Returns a promise settled like the first of `promises` to settle, fulfilled or rejected.
+  ///
+  /// The first outcome wins, whether a value or an error; to wait for the first *value*,
+  /// use `Promise.any`. The other inputs keep running after the race is decided — cancel them
+  /// yourself if their work should stop. Cancelling the returned promise cancels every input
+  /// that nothing else waits on. An empty array gives a promise rejected with
+  /// `PromiseError.emptyRace`, since nothing could ever settle it.
+  ///
+  /// - Parameters:
+  ///   - promises: The competing promises.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: A promise with the outcome of the first input to settle.
+  public static func race(
+    _ promises: [Promise<Value>], file: StaticString = #fileID, line: UInt = #line
+  ) -> Promise<Value> {
+    guard !promises.isEmpty else {
+      let site = CreationSite(file, UInt32(truncatingIfNeeded: line))
+      return Promise(error: PromiseError.emptyRace(createdAt: site), file: file, line: line)
+    }
+    let (winner, resolver) = Promise<Value>.pending(file: file, line: line)
+    winner.upstream = UpstreamGroup(promises)
+    let box = OnceResolver(resolver)
+    winner.addCancelHandler { [weak box] in _ = box?.take() }
+    for promise in promises {
+      promise.register(ForwardingNode<Value> { [box] outcome in box.resolve(outcome) })
+    }
+    return winner
+  }
+}

@@ -1,0 +1,286 @@
+import Dispatch
+import Foundation
+
+/// Describes how long `Promise.retry` waits before each new attempt.
+///
+/// `.none` retries at once, `.constant(d)` waits `d` every time, and `.exponential(…)` waits
+/// `initial`, then `initial × multiplier`, `initial × multiplier²`, … capped at `maximum`,
+/// optionally with full jitter (a uniformly random wait between zero and that value, which
+/// spreads out clients that failed together). Waits are measured by the retry's scheduler.
+public struct RetryDelay: Sendable, Hashable, CustomStringConvertible {
+  /// Chooses how much randomness an exponential delay adds.
+  public enum Jitter: Sendable, Hashable {
+    /// Waits exactly the computed delay.
+    case none
+    /// Waits a uniformly random time in `0...computed delay` ("full jitter").
+    case full
+  }
+
+  enum Kind: Hashable {
+    case none
+    case constant(Duration)
+    case exponential(initial: Duration, multiplier: Double, maximum: Duration, jitter: Jitter)
+  }
+
+  let kind: Kind
+
+  /// Retries at once, without waiting (and without involving the scheduler).
+  public static let none = RetryDelay(kind: .none)
+
+  /// Returns a delay that waits the same `delay` before every retry.
+  ///
+  /// - Parameter delay: The wait before each retry; a zero or negative value retries at once.
+  /// - Returns: A constant delay.
+  public static func constant(_ delay: Duration) -> RetryDelay {
+    RetryDelay(kind: .constant(max(delay, .zero)))
+  }
+
+  /// Returns a delay that grows geometrically: `initial × multiplier^(retry − 1)`, capped.
+  ///
+  /// With `jitter: .full` each wait is instead drawn uniformly from zero to that value, using
+  /// the random number generator given to `Promise.retry`. The cap applies before jitter, so
+  /// no wait ever exceeds `maximum`.
+  ///
+  /// - Parameters:
+  ///   - initial: The wait before the first retry.
+  ///   - multiplier: The growth factor from one retry to the next; must be finite and positive.
+  ///   - maximum: The longest wait; 30 seconds by default.
+  ///   - jitter: `.none` (default) for exact waits, `.full` for randomised ones.
+  /// - Returns: An exponential delay.
+  public static func exponential(
+    initial: Duration, multiplier: Double = 2, maximum: Duration = .seconds(30),
+    jitter: Jitter = .none
+  ) -> RetryDelay {
+    precondition(
+      multiplier.isFinite && multiplier > 0,
+      "RetryDelay.exponential: multiplier must be finite and positive, got \(multiplier)")
+    let initial = max(initial, .zero)
+    return RetryDelay(
+      kind: .exponential(
+        initial: initial, multiplier: multiplier, maximum: max(maximum, .zero), jitter: jitter))
+  }
+
+  /// Returns the wait before retry number `retry` (1 for the wait before the second attempt).
+  ///
+  /// Deterministic unless the delay uses `.full` jitter, which draws from `generator`.
+  ///
+  /// - Parameters:
+  ///   - retry: The retry's number, from 1.
+  ///   - generator: The source of randomness for jitter.
+  /// - Returns: How long to wait; `.zero` means retry at once.
+  public func duration(
+    beforeRetry retry: Int, using generator: inout some RandomNumberGenerator
+  ) -> Duration {
+    switch kind {
+    case .none:
+      return .zero
+    case .constant(let delay):
+      return delay
+    case .exponential(let initial, let multiplier, let maximum, let jitter):
+      let capNanoseconds = maximum.nanosecondsValue
+      let computedNanoseconds =
+        initial.nanosecondsValue * pow(multiplier, Double(max(retry, 1) - 1))
+      let computed: Duration
+      let computedValue: Double
+      if !computedNanoseconds.isFinite || computedNanoseconds >= capNanoseconds {
+        computed = maximum
+        computedValue = capNanoseconds
+      } else {
+        computed = .nanoseconds(Int64(computedNanoseconds.rounded()))
+        computedValue = computedNanoseconds
+      }
+      switch jitter {
+      case .none:
+        return computed
+      case .full:
+        guard computedValue > 0 else { return .zero }
+        let drawn = Double.random(in: 0...computedValue, using: &generator)
+        return min(.nanoseconds(Int64(drawn.rounded(.down))), computed)
+      }
+    }
+  }
+
+  /// Returns the wait before retry number `retry`, drawing any jitter from the system generator.
+  ///
+  /// - Parameter retry: The retry's number, from 1.
+  /// - Returns: How long to wait; `.zero` means retry at once.
+  public func duration(beforeRetry retry: Int) -> Duration {
+    var generator = SystemRandomNumberGenerator()
+    return duration(beforeRetry: retry, using: &generator)
+  }
+
+  /// Describes the delay: `none`, `constant(1.0 seconds)` or `exponential(initial: …, …)`.
+  public var description: String {
+    switch kind {
+    case .none:
+      return "none"
+    case .constant(let delay):
+      return "constant(\(delay))"
+    case .exponential(let initial, let multiplier, let maximum, let jitter):
+      return
+        "exponential(initial: \(initial), multiplier: \(multiplier), maximum: \(maximum), jitter: \(jitter))"
+    }
+  }
+}
+
+/// One run of `Promise.retry`: the attempts so far, the current wait, the result's resolver.
+final class RetryOperation<Value: Sendable>: @unchecked Sendable {
+  // Safety: every `var` is only accessed while `lock` is held; the constants are immutable.
+  // User closures (`factory`, `shouldRetry`) are called after unlocking, on `queue`.
+  private let lock = NSLock()
+  private var resolver: Promise<Value>.Resolver?
+  private var factory: (@Sendable () throws -> Promise<Value>)?
+  private var shouldRetry: (@Sendable (any Error) -> Bool)?
+  private var generator: any RandomNumberGenerator & Sendable
+  private var attemptsMade = 0
+  private var timer: TimerSlot?
+  private let maximumAttempts: Int
+  private let delay: RetryDelay
+  private let queue: DispatchQueue
+  private let scheduler: any PromiseScheduler
+
+  init(
+    resolver: Promise<Value>.Resolver, attempts: Int, delay: RetryDelay,
+    generator: any RandomNumberGenerator & Sendable, scheduler: any PromiseScheduler,
+    queue: DispatchQueue, shouldRetry: @escaping @Sendable (any Error) -> Bool,
+    factory: @escaping @Sendable () throws -> Promise<Value>
+  ) {
+    self.resolver = resolver
+    self.maximumAttempts = attempts
+    self.delay = delay
+    self.generator = generator
+    self.scheduler = scheduler
+    self.queue = queue
+    self.shouldRetry = shouldRetry
+    self.factory = factory
+  }
+
+  /// Starts the next attempt on `queue`; called on `queue`.
+  func runAttempt() {
+    let next: (Promise<Value>, @Sendable () throws -> Promise<Value>)? = lock.withLock {
+      guard let resolver, let factory else { return nil }
+      attemptsMade += 1
+      timer = nil
+      return (resolver.token.promise, factory)
+    }
+    guard let (result, factory) = next else { return }
+    let attempt: Promise<Value>
+    do {
+      attempt = try factory()
+    } catch {
+      attemptFailed(error)
+      return
+    }
+    // Cancelling the result now cancels this attempt (when nothing else waits on it).
+    result.setUpstream(attempt)
+    if !result.isPending {
+      // Cancelled while the factory ran: the attempt's work is not wanted.
+      Promise<Value>.propagateCancellation(from: attempt)
+      return
+    }
+    let node = ForwardingNode<Value> { [self] outcome in
+      switch outcome {
+      case .success: finish(outcome)
+      case .failure(let error): attemptFailed(error)
+      }
+    }
+    // Run the node on `queue`, where `shouldRetry` must run.
+    node.queue = queue
+    attempt.register(node)
+  }
+
+  /// Decides, on `queue`, whether to retry after `error`.
+  private func attemptFailed(_ error: any Error) {
+    let decider: (@Sendable (any Error) -> Bool)? = lock.withLock {
+      guard resolver != nil, attemptsMade < maximumAttempts else { return nil }
+      return shouldRetry
+    }
+    guard let decider, decider(error) else {
+      finish(.failure(error))
+      return
+    }
+    let wait: Duration? = lock.withLock {
+      guard resolver != nil else { return nil }
+      return delay.duration(beforeRetry: attemptsMade, using: &generator)
+    }
+    guard let wait else { return }
+    if wait <= .zero {
+      queue.async { [self] in runAttempt() }
+      return
+    }
+    let slot = TimerSlot()
+    let stillRunning = lock.withLock {
+      guard resolver != nil else { return false }
+      timer = slot
+      return true
+    }
+    guard stillRunning else { return }
+    slot.start(after: wait, on: queue, scheduler: scheduler) { [self] in runAttempt() }
+  }
+
+  /// Settles the result and releases everything the retry held.
+  func finish(_ outcome: Result<Value, any Error>) {
+    let (resolver, timer) = takeAll()
+    timer?.disarm()
+    resolver?.resolve(outcome)
+  }
+
+  /// Stops the retry after the result was cancelled: no more attempts, no pending wait.
+  func cancel() {
+    let (_, timer) = takeAll()
+    timer?.disarm()
+  }
+
+  private func takeAll() -> (Promise<Value>.Resolver?, TimerSlot?) {
+    lock.withLock {
+      defer {
+        resolver = nil
+        factory = nil
+        shouldRetry = nil
+        timer = nil
+      }
+      return (resolver, timer)
+    }
+  }
+}
+
+extension Promise {
+  /// Returns a promise of the first successful attempt, calling `attempt` again after failures.
+  ///
+  /// `attempt` is called on `queue` — the first time asynchronously, after `retry` has
+  /// returned — and again after each rejection (or throw) that `shouldRetry` accepts, waiting
+  /// as `delay` says in between, until `attempts` calls have been made. The result is then
+  /// rejected with the *last* error. `shouldRetry` also runs on `queue`; by default it retries
+  /// every error except `CancellationError`. Cancelling the returned promise cancels the
+  /// running attempt (when nothing else waits on it) and stops any further attempt and wait.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `attempt` and `shouldRetry` run; `DispatchQueue.promises` by default.
+  ///   - attempts: The total number of calls to `attempt`, at least 1 (a precondition).
+  ///   - delay: The wait before each retry; `.none` (retry at once) by default.
+  ///   - generator: The randomness for `.full` jitter; pass a seeded generator in tests.
+  ///     Each `retry` uses its own copy.
+  ///   - scheduler: The clock for the waits; `PromiseSchedulers.default` unless you pass one.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  ///   - shouldRetry: Decides whether an error is worth another attempt.
+  ///   - attempt: Starts one attempt; called once per attempt.
+  /// - Returns: A promise of the first value an attempt produces.
+  public static func retry(
+    on queue: DispatchQueue = .promises, attempts: Int = 3, delay: RetryDelay = .none,
+    using generator: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
+    scheduler: any PromiseScheduler = PromiseSchedulers.default,
+    file: StaticString = #fileID, line: UInt = #line,
+    shouldRetry: @escaping @Sendable (any Error) -> Bool = { !($0 is CancellationError) },
+    _ attempt: @escaping @Sendable () throws -> Promise<Value>
+  ) -> Promise<Value> {
+    precondition(attempts >= 1, "Promise.retry: attempts must be at least 1, got \(attempts)")
+    let (result, resolver) = Promise<Value>.pending(file: file, line: line)
+    let operation = RetryOperation(
+      resolver: resolver, attempts: attempts, delay: delay, generator: generator,
+      scheduler: scheduler, queue: queue, shouldRetry: shouldRetry, factory: attempt)
+    result.addCancelHandler { [weak operation] in operation?.cancel() }
+    queue.async { operation.runAttempt() }
+    return result
+  }
+}

@@ -1,0 +1,194 @@
+import Dispatch
+import Foundation
+import PromiseHTTP
+import Promises
+import Testing
+
+// snippet.http-types
+struct Registration: Encodable {
+  let deviceID: String
+}
+
+struct Token: Decodable, Sendable {
+  let value: String
+  let expiresIn: Int
+}
+
+struct StreamConfig: Decodable, Sendable {
+  let ingestURL: String
+  let bitrateKbps: Int
+}
+
+/// The recorder's state belongs to its queue: configure and start it there.
+final class StreamRecorder: @unchecked Sendable {
+  // Safety: `config` and `isRecording` are only accessed on `queue`.
+  let queue = DispatchQueue(label: "recorder")
+  private(set) var config: StreamConfig?
+  private(set) var isRecording = false
+
+  func apply(_ config: StreamConfig) {
+    dispatchPrecondition(condition: .onQueue(queue))
+    self.config = config
+  }
+
+  func start() {
+    dispatchPrecondition(condition: .onQueue(queue))
+    isRecording = config != nil
+  }
+}
+// snippet.end
+
+@Suite("Docs/HTTP.md", .timeLimit(.minutes(1)))
+struct HTTPExamples {
+  @Test func unacceptableStatus() async throws {
+    // snippet.http-status
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    // snippet.show
+    do {
+      _ = try await client.get("stream/config").value  // no token
+    } catch let error as HTTPError {
+      print(error.statusCode ?? 0)  // prints "401"
+    }
+    // snippet.hide
+    #expect(output.lines == ["401"])
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func validateContentType() async throws {
+    // snippet.http-validate
+    // snippet.hide
+    let server = try DocServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    // snippet.show
+    let token = client.post("device/register", json: Registration(deviceID: "A1B2"))
+      .validate(statusCodes: 200..<201)
+      .validate(contentTypes: ["application/json"])
+      .decode(Token.self)
+    // snippet.hide
+    #expect(try await token.value.value == "tok-42")
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func decodingError() async throws {
+    // snippet.http-decoding
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    // snippet.show
+    do {
+      _ = try await client.get("stream/config-v0").decode(StreamConfig.self).value
+    } catch HTTPError.decoding(let type, let codingPath, _, _, let url) {
+      print("\(type) at \(codingPath) from \(url.path)")
+      // prints "StreamConfig at bitrateKbps from /stream/config-v0"
+    }
+    // snippet.hide
+    #expect(output.lines == ["StreamConfig at bitrateKbps from /stream/config-v0"])
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func retries() async throws {
+    // snippet.http-retry
+    // snippet.hide
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    // snippet.show
+    let patient = HTTPClient(baseURL: configServer, retryPolicy: RetryPolicy(maximumAttempts: 4))
+
+    let config = try await patient.get("busy/config").decode(StreamConfig.self).value
+    // the first attempt got "503 Service Unavailable, Retry-After: 0"; the second succeeded
+    // snippet.hide
+    #expect(config.bitrateKbps == 2_500)
+    #expect(server.requests.filter { $0.pathWithoutQuery == "/busy/config" }.count == 2)
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func deadlines() async throws {
+    // snippet.http-deadline
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    // snippet.show
+    let deadline = Deadline.after(.milliseconds(500))  // for the whole chain
+
+    let config = client.post("device/register", json: Registration(deviceID: "A1B2"), deadline: deadline)
+      .decode(Token.self)
+      .then { token in
+        client.get("slow/config", headers: ["Authorization": "Bearer \(token.value)"], deadline: deadline)
+      }
+      .decode(StreamConfig.self)
+
+    do {
+      _ = try await config.value
+    } catch HTTPError.timedOut {
+      print("no config within 500 ms")  // prints "no config within 500 ms"
+    }
+    // snippet.hide
+    #expect(output.lines == ["no config within 500 ms"])
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func authenticator() async throws {
+    // snippet.http-authenticator
+    // snippet.hide
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    // snippet.show
+    let tokens = HTTPClient(baseURL: configServer)
+    let authenticator = TokenAuthenticator {
+      tokens.post("device/register", json: Registration(deviceID: "A1B2"))
+        .decode(Token.self)
+        .then { token in token.value }
+    }
+    let api = HTTPClient(baseURL: configServer, authenticator: authenticator)
+
+    let config = try await api.get("stream/config").decode(StreamConfig.self).value
+    // snippet.hide
+    #expect(config.ingestURL == "rtmp://media.example.com/live/A1B2")
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func cancellation() async throws {
+    // snippet.http-cancel
+    // snippet.hide
+    let server = try DocServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    // snippet.show
+    let download = client.get("slow/config")
+    download.cancel()  // rejects with CancellationError and cancels the URLSessionTask
+    // snippet.hide
+    await #expect(throws: CancellationError.self) { try await download.value }
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func credentialsStayHome() async throws {
+    // snippet.http-redirect
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    // snippet.show
+    // "old/config" redirects to another host, which echoes whether a credential arrived.
+    let response = try await client.get("old/config", headers: ["Authorization": "Bearer tok-42"]).value
+    print(response.text)  // prints "no Authorization header"
+    // snippet.hide
+    #expect(output.lines == ["no Authorization header"])
+    await server.stop()
+    // snippet.end
+  }
+}

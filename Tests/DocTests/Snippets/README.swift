@@ -1,0 +1,36 @@
+import Dispatch
+import Foundation
+import PromiseHTTP
+import Promises
+import Testing
+
+@Suite("README.md", .timeLimit(.minutes(1)))
+struct ReadmeExamples {
+  @Test func theStory() async throws {
+    // snippet.readme-story
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    let recorder = StreamRecorder()
+    // snippet.show
+    let client = HTTPClient(baseURL: configServer)
+
+    let recording = client.post("device/register", json: Registration(deviceID: "A1B2"))
+      .decode(Token.self)
+      .then { token in client.get("stream/config", headers: ["Authorization": "Bearer \(token.value)"]) }
+      .decode(StreamConfig.self)
+      .then(on: recorder.queue) { config in
+        recorder.apply(config)  // configured before recording starts
+        recorder.start()
+      }
+      .catch { error in print("cannot record: \(error)") }
+    // snippet.hide
+    try await recording.value
+    #expect(recorder.queue.sync { recorder.isRecording })
+    #expect(output.lines.isEmpty)
+    await server.stop()
+    // snippet.end
+  }
+}

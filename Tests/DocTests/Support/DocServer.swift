@@ -1,0 +1,78 @@
+import Dispatch
+import Foundation
+import LoopbackHTTPServer
+
+/// The config server of the seed story, on loopback sockets, for the HTTP examples.
+///
+/// Each example starts its own server (`DocServer.start()`) and stops it at the end.
+final class DocServer: Sendable {
+  let server: LoopbackServer
+
+  /// `http://127.0.0.1:<port>/`.
+  var baseURL: URL { server.baseURL }
+
+  /// The requests received so far.
+  var requests: [RecordedRequest] { server.requests }
+
+  private init(server: LoopbackServer) {
+    self.server = server
+  }
+
+  /// Makes libcurl bypass any proxy of the environment for the loopback origins, once.
+  private static let loopbackBypassesProxy: Void = {
+    for name in ["no_proxy", "NO_PROXY"] {
+      let existing = ProcessInfo.processInfo.environment[name] ?? ""
+      guard !existing.contains("127.0.0.1") else { continue }
+      setenv(name, (existing.isEmpty ? "" : existing + ",") + "127.0.0.1,127.0.0.2,localhost", 1)
+    }
+  }()
+
+  static let token = #"{"value":"tok-42","expiresIn":3600}"#
+  static let config =
+    #"{"ingestURL":"rtmp://media.example.com/live/A1B2","bitrateKbps":2500,"resolution":"1280x720"}"#
+
+  /// Starts a server with the story's routes and a few that misbehave on purpose.
+  static func start() throws -> DocServer {
+    _ = loopbackBypassesProxy
+    let router = Router()
+    router.on("POST", "/device/register") { _ in .respond(.json(token)) }
+    router.on("GET", "/stream/config") { request in
+      guard request.header("Authorization") == "Bearer tok-42" else {
+        return .respond(.text("missing or expired token", status: 401))
+      }
+      return .respond(.json(config))
+    }
+    router.on("GET", "/stream/config-v0") { _ in
+      .respond(.json(#"{"ingestURL":"rtmp://media.example.com/live/A1B2","bitrateKbps":"high"}"#))
+    }
+    let calls = Counter()
+    router.on("GET", "/busy/config") { _ in
+      guard calls.next() > 1 else {
+        var busy = ServerResponse.text("try again", status: 503)
+        busy.headers.append(("Retry-After", "0"))
+        return .respond(busy)
+      }
+      return .respond(.json(config))
+    }
+    router.on("GET", "/slow/config") { _ in .slowHeaders(.json(config), delay: .seconds(60)) }
+    let server = try LoopbackServer(router: router)
+    let second = server.secondBaseURL.absoluteString
+    router.on("GET", "/old/config") { _ in .respond(.redirect(to: second + "echo/authorization")) }
+    router.on("GET", "/echo/authorization") { request in
+      .respond(
+        .text(request.header("Authorization") == nil ? "no Authorization header" : "Authorization leaked"))
+    }
+    return DocServer(server: server)
+  }
+
+  /// Stops the server off Swift's cooperative pool (stopping waits for the server's threads).
+  func stop() async {
+    let server = self.server
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      DispatchQueue.global().async {
+        server.stop()
+        continuation.resume()
+      }
+    }
+  }
+}

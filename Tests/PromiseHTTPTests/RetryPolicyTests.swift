@@ -1,0 +1,144 @@
+import Foundation
+import LoopbackHTTPServer
+import PromiseHTTP
+import Promises
+import Testing
+
+@Suite("RetryPolicy", .timeLimit(.minutes(1)))
+struct RetryPolicyTests {
+  // MARK: The policy alone
+
+  @Test func defaultsAreTheDocumentedOnes() {
+    let policy = RetryPolicy.default
+    #expect(policy.maximumAttempts == 3)
+    #expect(policy.retryableStatusCodes == [408, 429, 500, 502, 503, 504])
+    #expect(policy.retryableMethods == [.get, .head, .put, .delete, .options])
+    #expect(!policy.allowsRetry(of: .post) && !policy.allowsRetry(of: .patch))
+    #expect(policy.allowsRetry(of: .get))
+    #expect(!RetryPolicy.none.allowsRetry(of: .get))
+  }
+
+  @Test func backoffIsExponentialWithFullJitterAndACap() {
+    let highest = RetryPolicy(
+      maximumAttempts: 10, baseDelay: .milliseconds(100), maximumDelay: .milliseconds(500),
+      random: { $0.upperBound })
+    #expect(highest.delay(beforeRetry: 1) == .milliseconds(100))
+    #expect(highest.delay(beforeRetry: 2) == .milliseconds(200))
+    #expect(highest.delay(beforeRetry: 3) == .milliseconds(400))
+    #expect(highest.delay(beforeRetry: 4) == .milliseconds(500))
+    #expect(highest.delay(beforeRetry: 10) == nil)
+    let lowest = RetryPolicy(maximumAttempts: 10, random: { $0.lowerBound })
+    #expect(lowest.delay(beforeRetry: 3) == .zero)
+    let real = RetryPolicy(maximumAttempts: 10, baseDelay: .milliseconds(100))
+    for retry in 1...9 {
+      let delay = real.delay(beforeRetry: retry)!
+      #expect(delay >= .zero && delay <= .milliseconds(min(100 << (retry - 1), 10_000)))
+    }
+  }
+
+  @Test func retryAfterIsHonouredInBothForms() throws {
+    let now = Date(timeIntervalSince1970: 1_700_000_000)
+    let policy = RetryPolicy(now: { now })
+    #expect(policy.delay(beforeRetry: 1, retryAfter: "3") == .seconds(3))
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "GMT")
+    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+    let inFiveSeconds = formatter.string(from: now.addingTimeInterval(5))
+    #expect(policy.delay(beforeRetry: 1, retryAfter: inFiveSeconds) == .seconds(5))
+    let past = formatter.string(from: now.addingTimeInterval(-60))
+    #expect(policy.delay(beforeRetry: 1, retryAfter: past) == .zero)
+    #expect(policy.delay(beforeRetry: 1, retryAfter: "3600") == nil)
+    #expect(RetryPolicy.parseRetryAfter("soon", now: now) == nil)
+    #expect(RetryPolicy.parseRetryAfter("Sunday, 06-Nov-94 08:49:37 GMT", now: now) == .zero)
+    #expect(RetryPolicy.parseRetryAfter("Sun Nov  6 08:49:37 1994", now: now) == .zero)
+  }
+
+  // MARK: Over the wire
+
+  @Test func fiveHundredsThenSuccessAreRetried() async throws {
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("GET", "/flaky") { _ in
+        calls.next() < 3 ? .respond(.text("oops", status: 502)) : .respond(.text("fine"))
+      }
+    }) { server in
+      let (result, elapsed) = await outcome(
+        of: server.client(retryPolicy: quickRetries()).get("flaky").text())
+      report("502, 502, then 200 (retried)", result, elapsed)
+      let text = try result.get()
+      #expect(text == "fine")
+      #expect(server.requests.count == 3)
+    }
+  }
+
+  @Test func retryAfterSecondsOn429AndDateOn503AreHonoured() async throws {
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("GET", "/limited") { _ in
+        switch calls.next() {
+        case 1: return .respond(ServerResponse(status: 429, headers: [("Retry-After", "0")]))
+        case 2:
+          return .respond(
+            ServerResponse(status: 503, headers: [("Retry-After", "Thu, 01 Jan 1970 00:00:00 GMT")]))
+        default: return .respond(.text("ok"))
+        }
+      }
+    }) { server in
+      // The backoff would be a minute: only the Retry-After values (zero) let this finish quickly.
+      let policy = RetryPolicy(baseDelay: .seconds(60), maximumDelay: .seconds(60), random: { $0.upperBound })
+      let (result, elapsed) = await outcome(of: server.client(retryPolicy: policy).get("limited").text())
+      report("429 Retry-After: 0, 503 Retry-After: <past date>, then 200", result, elapsed)
+      let text = try result.get()
+      #expect(text == "ok")
+      #expect(elapsed < .seconds(5))
+    }
+  }
+
+  @Test func aRetryAfterBeyondTheDeadlineReportsTheStatusAtOnce() async throws {
+    try await withServer({ router in
+      router.on("GET", "/busy") { _ in .respond(ServerResponse(status: 503, headers: [("Retry-After", "30")]))
+      }
+    }) { server in
+      let client = server.client(retryPolicy: .default, timeout: .seconds(2))
+      let (result, elapsed) = await outcome(of: client.get("busy"))
+      report("503 Retry-After: 30 with a 2 s deadline", result, elapsed)
+      #expect(httpError(result)?.statusCode == 503)
+      #expect(elapsed < .seconds(2))
+      #expect(server.requests.count == 1)
+    }
+  }
+
+  @Test func postIsNotRetried() async throws {
+    try await withServer({ router in
+      router.on("POST", "/order") { _ in .respond(.text("down", status: 503)) }
+    }) { server in
+      let (result, _) = await outcome(of: server.client(retryPolicy: quickRetries()).post("order", body: []))
+      #expect(httpError(result)?.statusCode == 503)
+      #expect(server.requests.count == 1)
+    }
+  }
+
+  @Test func connectionFailuresAreRetried() async throws {
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("GET", "/shaky") { _ in calls.next() == 1 ? .closeImmediately : .respond(.text("ok")) }
+    }) { server in
+      let (result, elapsed) = await outcome(
+        of: server.client(retryPolicy: quickRetries()).get("shaky").text())
+      report("connection closed, then 200 (retried)", result, elapsed)
+      let text = try result.get()
+      #expect(text == "ok")
+    }
+  }
+
+  @Test func attemptsStopAtTheMaximum() async throws {
+    try await withServer({ router in
+      router.on("GET", "/down") { _ in .respond(.text("down", status: 500)) }
+    }) { server in
+      let (result, _) = await outcome(of: server.client(retryPolicy: quickRetries(4)).get("down"))
+      #expect(httpError(result)?.statusCode == 500)
+      #expect(server.requests.count == 4)
+    }
+  }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import LoopbackHTTPServer
+import PromiseHTTP
+import Promises
+import Testing
+
+/// Makes libcurl bypass any proxy for the loopback origins, once, before the first request.
+///
+/// libcurl reads `http_proxy` and `no_proxy` from the environment at each transfer, and
+/// FoundationNetworking ignores `connectionProxyDictionary`, so this is the one switch that makes
+/// the tests independent of the machine's proxy settings (they pass with
+/// `http_proxy=http://127.0.0.1:9` set). It runs before any test makes a request.
+let loopbackBypassesProxy: Void = {
+  for name in ["no_proxy", "NO_PROXY"] {
+    let existing = ProcessInfo.processInfo.environment[name].map { $0.isEmpty ? "" : "\($0)," } ?? ""
+    setenv(name, existing + "127.0.0.1,127.0.0.2,localhost", 1)
+  }
+}()
+
+/// A started loopback server with a router; stop it with `stop()` (the helpers do).
+struct TestServer {
+  let server: LoopbackServer
+  let router: Router
+
+  var baseURL: URL { server.baseURL }
+  var requests: [RecordedRequest] { server.requests }
+
+  /// Returns a client for this server with test-friendly defaults (no retries unless given).
+  func client(
+    retryPolicy: RetryPolicy = .none, timeout: Duration = .seconds(10), maximumResponseSize: Int = 1 << 20,
+    maximumRedirects: Int = HTTPClient.defaultMaximumRedirects, acceptableStatusCodes: Range<Int> = 200..<300,
+    defaultHeaders: HTTPHeaders = [:], authenticator: TokenAuthenticator? = nil
+  ) -> HTTPClient {
+    HTTPClient(
+      baseURL: baseURL, defaultHeaders: defaultHeaders, retryPolicy: retryPolicy, timeout: timeout,
+      maximumResponseSize: maximumResponseSize, maximumRedirects: maximumRedirects,
+      acceptableStatusCodes: acceptableStatusCodes, authenticator: authenticator)
+  }
+}
+
+/// Starts a server whose routes `configure` registers, runs `body`, and stops the server.
+func withServer<T>(
+  _ configure: (Router) -> Void, _ body: (TestServer) async throws -> T
+) async throws -> T {
+  _ = loopbackBypassesProxy
+  let router = Router()
+  configure(router)
+  let server = try LoopbackServer(router: router)
+  do {
+    let result = try await body(TestServer(server: server, router: router))
+    await offThePool { server.stop() }
+    return result
+  } catch {
+    await offThePool { server.stop() }
+    throw error
+  }
+}
+
+/// Runs blocking work (the server's `stop()` waits for its threads) on a Dispatch thread.
+///
+/// Swift's cooperative pool has one thread per core (two here); blocking them would stall every
+/// test running in parallel and skew the elapsed times the deadline tests check.
+func offThePool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
+  await withCheckedContinuation { continuation in
+    DispatchQueue.global().async { continuation.resume(returning: work()) }
+  }
+}
+
+extension TestServer {
+  /// Waits (at most 5 s, off the cooperative pool) until `count` requests have arrived.
+  func arrived(_ count: Int) async -> Bool {
+    let server = self.server
+    return await offThePool { server.waitForRequests(count: count) != nil }
+  }
+}
+
+/// The instant a promise settled, recorded on a Dispatch queue by `outcome(of:)`.
+private final class SettledAt: @unchecked Sendable {
+  // Safety: `instant` is read and written only while `lock` is held.
+  private let lock = NSLock()
+  private var instant: ContinuousClock.Instant?
+
+  func mark() {
+    lock.lock()
+    instant = .now
+    lock.unlock()
+  }
+
+  var value: ContinuousClock.Instant? {
+    lock.lock()
+    defer { lock.unlock() }
+    return instant
+  }
+}
+
+/// A retry policy with tiny, deterministic backoffs, so retry tests take milliseconds.
+func quickRetries(_ attempts: Int = 3) -> RetryPolicy {
+  RetryPolicy(
+    maximumAttempts: attempts, baseDelay: .milliseconds(5), maximumDelay: .milliseconds(20),
+    random: { $0.upperBound })
+}
+
+/// Awaits `promise` and returns its outcome and the time from `start` to its settlement.
+///
+/// The settlement instant is taken on a Dispatch queue as the promise settles, so the elapsed
+/// time measures the client, not how soon the test's task got a thread back.
+func outcome<T>(
+  of promise: Promise<T>, since start: ContinuousClock.Instant = .now
+) async -> (result: Result<T, any Error>, elapsed: Duration) {
+  let settled = SettledAt()
+  let observed = promise.whenSettled(on: .global()) { _ in settled.mark() }
+  let result: Result<T, any Error>
+  do {
+    result = .success(try await observed.value)
+  } catch {
+    result = .failure(error)
+  }
+  return (result, (settled.value ?? .now) - start)
+}
+
+/// Returns the `HTTPError` of a rejected outcome, recording a test issue otherwise.
+func httpError<T>(
+  _ result: Result<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation
+) -> HTTPError? {
+  switch result {
+  case .success(let value):
+    Issue.record("expected an HTTPError, got the value \(value)", sourceLocation: sourceLocation)
+    return nil
+  case .failure(let error as HTTPError):
+    return error
+  case .failure(let error):
+    Issue.record("expected an HTTPError, got \(type(of: error)): \(error)", sourceLocation: sourceLocation)
+    return nil
+  }
+}
+
+/// Prints one line of the fault table: scenario, outcome, elapsed milliseconds.
+func report(_ scenario: String, _ result: Result<some Any, any Error>, _ elapsed: Duration) {
+  let what: String
+  switch result {
+  case .success: what = "fulfilled"
+  case .failure(let error as HTTPError): what = "\(error.caseName): \(error)"
+  case .failure(let error): what = "\(type(of: error))"
+  }
+  let milliseconds = Int(
+    (Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15))
+  print("FAULT | \(scenario) | \(what.prefix(160)) | \(milliseconds) ms")
+}
+
+extension HTTPError {
+  /// The case's name, for the fault table.
+  var caseName: String {
+    switch self {
+    case .transport(let error, _): "transport(\(error.code.rawValue))"
+    case .unacceptableStatus(let status, _, _, _): "unacceptableStatus(\(status))"
+    case .decoding: "decoding"
+    case .timedOut: "timedOut"
+    case .tooLarge: "tooLarge"
+    case .invalidRequest: "invalidRequest"
+    case .tooManyRedirects: "tooManyRedirects"
+    }
+  }
+}
+
+/// Waits, polling every 10 ms for at most `limit`, until `condition` holds; returns whether it did.
+///
+/// For conditions that no callback announces (a server noticing a closed socket).
+func eventually(within limit: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+  let end = ContinuousClock.now + limit
+  while ContinuousClock.now < end {
+    if condition() { return true }
+    try? await Task.sleep(for: .milliseconds(10))
+  }
+  return condition()
+}
+
+/// A JSON body of `count` bytes or more.
+func largeJSON(bytes count: Int) -> String {
+  "{\"padding\":\"" + String(repeating: "x", count: count) + "\"}"
+}

@@ -1,0 +1,127 @@
+import Dispatch
+import Testing
+
+@testable import Promises
+
+/// `Promise.all` (array and heterogeneous) and `Promise.allSettled`.
+@Suite("Promise.all and allSettled", .timeLimit(.minutes(1)))
+struct PromiseAllTests {
+  @Test func allOfAnEmptyArrayIsFulfilledWithAnEmptyArray() async throws {
+    let all = Promise<Int>.all([])
+    #expect(try await all.value == [])
+  }
+
+  @Test func allKeepsInputOrderWhenInputsAreFulfilledInReverse() async throws {
+    let pairs = (0..<10).map { _ in Promise<Int>.pending() }
+    let all = Promise.all(pairs.map(\.promise))
+    for (index, pair) in pairs.enumerated().reversed() {
+      pair.resolver.fulfill(index * 10)
+    }
+    #expect(try await all.value == (0..<10).map { $0 * 10 })
+  }
+
+  @Test func allOfSettledAndPendingInputs() async throws {
+    let (pending, resolver) = Promise<Int>.pending()
+    let all = Promise.all([Promise(1), pending, Promise(3)])
+    #expect(all.isPending)
+    resolver.fulfill(2)
+    #expect(try await all.value == [1, 2, 3])
+  }
+
+  @Test func theFirstRejectionWins() async {
+    let pairs = (0..<4).map { _ in Promise<Int>.pending() }
+    let all = Promise.all(pairs.map(\.promise))
+    pairs[0].resolver.fulfill(0)
+    pairs[2].resolver.reject(CoreTestError.numbered(2))
+    pairs[1].resolver.reject(CoreTestError.numbered(1))
+    pairs[3].resolver.fulfill(3)
+    await #expect(throws: CoreTestError.numbered(2)) { try await all.value }
+  }
+
+  @Test func aRejectionSettlesAllWithoutWaitingForTheOthers() async {
+    let (pending, resolver) = Promise<Int>.pending()
+    let error = IdentifiedError()
+    let all = Promise.all([pending, Promise(error: error)])
+    #expect(isSame(await rejectionError(of: all), as: error))
+    #expect(pending.isPending)
+    resolver.fulfill(1)
+  }
+
+  @Test func allAcceptsTheSamePromiseTwice() async throws {
+    let (promise, resolver) = Promise<Int>.pending()
+    let all = Promise.all([promise, promise])
+    resolver.fulfill(5)
+    #expect(try await all.value == [5, 5])
+  }
+
+  @Test func callbacksOnAllRunOnTheirQueue() async throws {
+    let checker = QueueChecker()
+    let queue = DispatchQueue(label: "tests.all.queue")
+    let sum = Promise.all([Promise(1), Promise(2)]).then(on: queue) { values -> Int in
+      checker.verify(queue)
+      return values.reduce(0, +)
+    }
+    #expect(try await sum.value == 3)
+    checker.expectAllOnQueue(count: 1)
+  }
+
+  // MARK: heterogeneous
+
+  @Test func heterogeneousAllOfTwoTypes() async throws {
+    let (text, resolver) = Promise<String>.pending()
+    let both = Promise.all(Promise(1), text)
+    resolver.fulfill("one")
+    let (number, string) = try await both.value
+    #expect(number == 1)
+    #expect(string == "one")
+  }
+
+  @Test func heterogeneousAllOfFourTypesKeepsArgumentOrder() async throws {
+    let (a, ra) = Promise<Int>.pending()
+    let (b, rb) = Promise<String>.pending()
+    let (c, rc) = Promise<Double>.pending()
+    let (d, rd) = Promise<[Bool]>.pending()
+    let all = Promise.all(a, b, c, d)
+    rd.fulfill([true, false])
+    rc.fulfill(2.5)
+    rb.fulfill("b")
+    ra.fulfill(1)
+    let (first, second, third, fourth) = try await all.value
+    #expect(first == 1)
+    #expect(second == "b")
+    #expect(third == 2.5)
+    #expect(fourth == [true, false])
+  }
+
+  @Test func heterogeneousAllRejectsWithTheFirstRejection() async {
+    let (a, ra) = Promise<Int>.pending()
+    let (b, rb) = Promise<String>.pending()
+    let all = Promise.all(a, b, Promise(true))
+    rb.reject(CoreTestError.second)
+    ra.reject(CoreTestError.first)
+    await #expect(throws: CoreTestError.second) { try await all.value }
+  }
+
+  // MARK: allSettled
+
+  @Test func allSettledReportsEveryOutcomeInInputOrder() async throws {
+    let pairs = (0..<4).map { _ in Promise<Int>.pending() }
+    let settled = Promise.allSettled(pairs.map(\.promise))
+    pairs[3].resolver.fulfill(3)
+    pairs[1].resolver.reject(CoreTestError.numbered(1))
+    pairs[0].resolver.fulfill(0)
+    pairs[2].resolver.reject(CoreTestError.numbered(2))
+    let outcomes = try await settled.value.map { $0.mapError { $0 as! CoreTestError } }
+    #expect(outcomes == [.success(0), .failure(.numbered(1)), .failure(.numbered(2)), .success(3)])
+  }
+
+  @Test func allSettledOfAnEmptyArrayIsEmpty() async throws {
+    #expect(try await Promise<Int>.allSettled([]).value.isEmpty)
+  }
+
+  @Test func allSettledMarksTheRejectedInputsAsHandled() async throws {
+    let rejected = Promise<Int>(error: CoreTestError.first)
+    _ = try await Promise.allSettled([rejected]).value
+    #expect(rejected.flags.contains(.observed))
+  }
+}

@@ -1,0 +1,250 @@
+import Dispatch
+import Foundation
+import Testing
+
+@testable import Promises
+
+/// `wait(timeout:)` and rule 8: it never hangs silently. It throws `PromiseError.timedOut` when
+/// the time is up, and `PromiseError.waitWouldDeadlock` when called from a queue the promise
+/// still needs in order to settle.
+///
+/// `wait` blocks its thread, so these tests call it on Dispatch queues (never on the
+/// cooperative pool, except for promises that are already settled) and with short timeouts: a
+/// missed deadlock shows up as `timedOut` after two seconds, not as a hang.
+@Suite("Promise.wait(timeout:)", .timeLimit(.minutes(1)))
+struct PromiseWaitTests {
+  /// Runs `body` inside a promise callback on `queue` (so a drain is active on it).
+  private func inCallback<T: Sendable>(
+    on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T
+  ) async -> Result<T, any Error> {
+    let link = Promise(()).then(on: queue) { _ in Result { try body() } }
+    do {
+      return try await link.value
+    } catch {
+      return .failure(error)
+    }
+  }
+
+  /// Runs `body` in a plain block on `queue` (no promise machinery around it).
+  private func inBlock<T: Sendable>(
+    on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T
+  ) async -> Result<T, any Error> {
+    await withCheckedContinuation { continuation in
+      queue.async { continuation.resume(returning: Result { try body() }) }
+    }
+  }
+
+  private func expectWouldDeadlock<T>(
+    _ result: Result<T, any Error>, queue: DispatchQueue, sourceLocation: SourceLocation = #_sourceLocation
+  ) {
+    guard case .failure(let error) = result else {
+      Issue.record(
+        "wait returned instead of failing: it should have detected the deadlock",
+        sourceLocation: sourceLocation)
+      return
+    }
+    guard case .waitWouldDeadlock(let label, _)? = error as? PromiseError else {
+      Issue.record("expected waitWouldDeadlock, got \(error)", sourceLocation: sourceLocation)
+      return
+    }
+    #expect(label == queue.label, sourceLocation: sourceLocation)
+  }
+
+  // MARK: Values and errors
+
+  @Test func waitReturnsTheValueOfAFulfilledPromise() throws {
+    #expect(try Promise(3).wait(timeout: 1) == 3)
+    #expect(try Promise(4).wait(timeout: .seconds(1)) == 4)
+  }
+
+  @Test func waitThrowsTheErrorOfARejectedPromise() {
+    let error = IdentifiedError()
+    #expect {
+      try Promise<Int>(error: error).wait(timeout: 1)
+    } throws: { isSame($0, as: error) }
+  }
+
+  @Test func waitReturnsOnceAPromiseIsFulfilledOnAnotherThread() async throws {
+    let (promise, resolver) = Promise<Int>.pending()
+    let chain = promise.then(on: DispatchQueue(label: "tests.wait.chain")) { $0 * 2 }
+    DispatchQueue.global().async { resolver.fulfill(21) }
+    let waited = await inBlock(on: DispatchQueue(label: "tests.wait.waiter")) { try chain.wait(timeout: 30) }
+    #expect(try waited.get() == 42)
+  }
+
+  @Test func waitBlocksUntilAPendingPromiseSettles() async throws {
+    let (promise, resolver) = Promise<Int>.pending()
+    let waiter = DispatchQueue(label: "tests.wait.blocking")
+    let result = Guarded<Result<Int, any Error>?>(nil)
+    let done = DispatchGroup()
+    done.enter()
+    waiter.async {
+      result.value = Result { try promise.wait(timeout: 30) }
+      done.leave()
+    }
+    // Fulfil once the waiter is blocked in `wait` (it has registered its wake-up node).
+    await yieldUntil { callbacksWaiting(on: promise) == 1 }
+    #expect(result.value == nil)
+    resolver.fulfill(7)
+    await awaitGroup(done)
+    #expect(try result.value?.get() == 7)
+  }
+
+  // MARK: Timeouts
+
+  @Test func waitThrowsTimedOutWhenTheTimeIsUpAndLeavesThePromisePending() throws {
+    let line = #line + 1
+    let (promise, resolver) = Promise<Int>.pending()
+    let clock = ContinuousClock()
+    let start = clock.now
+    #expect(
+      throws: PromiseError.timedOut(
+        after: .milliseconds(50), createdAt: CreationSite(fileID: #fileID, line: line))
+    ) {
+      try promise.wait(timeout: 0.05)
+    }
+    print("wait(timeout: 0.05) returned after \(clock.now - start)")
+    #expect(promise.isPending)
+    resolver.fulfill(1)
+    #expect(try promise.wait(timeout: 10) == 1)
+  }
+
+  @Test func waitWithADurationThrowsTimedOutWithThatDuration() {
+    let (promise, resolver) = Promise<Int>.pending()
+    #expect {
+      try promise.wait(timeout: .milliseconds(20))
+    } throws: { error in
+      guard case .timedOut(let after, let site)? = error as? PromiseError else { return false }
+      return after == .milliseconds(20) && site == promise.creationSite
+    }
+    _ = resolver
+  }
+
+  @Test func aZeroOrNegativeTimeoutChecksOnce() throws {
+    let (promise, resolver) = Promise<Int>.pending()
+    #expect(throws: PromiseError.self) { try promise.wait(timeout: 0) }
+    #expect(throws: PromiseError.self) { try promise.wait(timeout: -1) }
+    resolver.fulfill(2)
+    #expect(try promise.wait(timeout: 0) == 2)
+  }
+
+  @Test func anInfiniteTimeoutWaitsWithoutCrashing() async {
+    // `wait(timeout: .infinity)` reads as "no time limit"; it must not trap when converting the
+    // seconds to nanoseconds. Run in a child process: a trap must not take the suite down.
+    await #expect(processExitsWith: .success) {
+      let value = try? Promise(1).wait(timeout: .infinity)
+      if value != 1 { exit(1) }
+    }
+  }
+
+  @Test func aTimeoutBeyondTheRangeOfNanosecondsWaitsWithoutCrashing() async {
+    await #expect(processExitsWith: .success) {
+      let value = try? Promise(1).wait(timeout: 1e12)
+      if value != 1 { exit(1) }
+    }
+  }
+
+  @Test func aHugeDurationTimeoutWaitsWithoutCrashing() throws {
+    #expect(try Promise(1).wait(timeout: .seconds(Int64.max)) == 1)
+    let (promise, resolver) = Promise<Int>.pending()
+    DispatchQueue.global().async { resolver.fulfill(5) }
+    #expect(try promise.wait(timeout: .seconds(Int64.max / 2)) == 5)
+  }
+
+  // MARK: Deadlock detection
+
+  @Test func waitInACallbackOnASerialQueueForAChainThatNeedsItThrows() async throws {
+    let queue = DispatchQueue(label: "tests.wait.serial")
+    let (source, resolver) = Promise<Int>.pending()
+    let needsQueue = source.then(on: queue) { $0 + 1 }
+    let line = #line + 1
+    let downstream = needsQueue.then(on: DispatchQueue(label: "tests.wait.other")) { $0 }
+    let result = await inCallback(on: queue) { try downstream.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: queue)
+    if case .failure(PromiseError.waitWouldDeadlock(_, let site)) = result {
+      #expect(site == CreationSite(fileID: #fileID, line: line), "the error names the promise waited on")
+    }
+    resolver.fulfill(1)
+    #expect(try await downstream.value == 2)
+  }
+
+  @Test func waitInACallbackOnTheDefaultQueueForAChainThatNeedsItThrows() async throws {
+    let (source, resolver) = Promise<Int>.pending()
+    let needsDefault = source.then { $0 + 1 }
+    let result = await inCallback(on: .promises) { try needsDefault.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: .promises)
+    resolver.fulfill(1)
+    #expect(try await needsDefault.value == 2)
+  }
+
+  @Test func waitInACallbackOnTheMainQueueForAChainThatNeedsItThrows() async throws {
+    // The test runner services the main queue, so callbacks on `.main` run.
+    let (source, resolver) = Promise<Int>.pending()
+    let needsMain = source.then(on: .main) { $0 + 1 }
+    let result = await inCallback(on: .main) { try needsMain.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: .main)
+    resolver.fulfill(1)
+    #expect(try await needsMain.value == 2)
+  }
+
+  @Test func waitInAPlainBlockOnASerialQueueForAChainThatNeedsItThrows() async throws {
+    let queue = DispatchQueue(label: "tests.wait.block")
+    let (source, resolver) = Promise<Int>.pending()
+    let needsQueue = source.then(on: queue) { $0 + 1 }
+    let result = await inBlock(on: queue) { try needsQueue.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: queue)
+    resolver.fulfill(1)
+    #expect(try await needsQueue.value == 2)
+  }
+
+  @Test func waitForAnAdoptedPromiseThatNeedsTheQueueThrows() async throws {
+    let queue = DispatchQueue(label: "tests.wait.adopted")
+    let (source, resolver) = Promise<Int>.pending()
+    let needsQueue = source.then(on: queue) { $0 + 1 }
+    let adopter = Promise(()).then { _ in needsQueue }
+    await yieldUntil { callbacksWaiting(on: needsQueue) == 1 }
+    let result = await inCallback(on: queue) { try adopter.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: queue)
+    resolver.fulfill(1)
+    #expect(try await adopter.value == 2)
+  }
+
+  @Test func waitForAnAggregateWhoseInputNeedsTheQueueThrows() async throws {
+    // Promise.all over a link that needs `queue`: the aggregate cannot settle while `queue` is
+    // blocked, and the library can see that through the aggregate's inputs.
+    let queue = DispatchQueue(label: "tests.wait.all")
+    let (source, resolver) = Promise<Int>.pending()
+    let needsQueue = source.then(on: queue) { $0 + 1 }
+    let aggregate = Promise.all([needsQueue, Promise(0)])
+    let result = await inCallback(on: queue) { try aggregate.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: queue)
+    resolver.fulfill(1)
+    #expect(try await aggregate.value == [2, 0])
+  }
+
+  @Test func waitFromADifferentQueueWorks() async throws {
+    let chainQueue = DispatchQueue(label: "tests.wait.chain-queue")
+    let waiterQueue = DispatchQueue(label: "tests.wait.waiter-queue")
+    let (source, resolver) = Promise<Int>.pending()
+    let chain = source.then(on: chainQueue) { $0 + 1 }.then(on: chainQueue) { $0 * 10 }
+    let waited = Promise(()).then(on: waiterQueue) { _ in Result { try chain.wait(timeout: 30) } }
+    await yieldUntil { callbacksWaiting(on: chain) == 1 }
+    resolver.fulfill(1)
+    #expect(try await waited.value.get() == 20)
+  }
+
+  @Test func waitOnTheNeededQueueForAnAlreadySettledPromiseReturnsItsValue() async throws {
+    let queue = DispatchQueue(label: "tests.wait.settled")
+    let settled = Promise(1).then(on: queue) { $0 + 1 }
+    #expect(try await settled.value == 2)
+    let result = await inCallback(on: queue) { try settled.wait(timeout: 2) }
+    #expect(try result.get() == 2)
+  }
+
+  @Test func waitReadsARejectionAsHandled() async throws {
+    let error = IdentifiedError()
+    let promise = Promise<Int>(error: error)
+    #expect(throws: IdentifiedError.self) { try promise.wait(timeout: 1) }
+    #expect(promise.flags.contains(.observed))
+  }
+}
