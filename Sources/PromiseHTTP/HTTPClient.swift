@@ -168,7 +168,8 @@ public final class HTTPClient: Sendable {
       transport: transport, request: urlRequest, method: request.method,
       policy: request.retryPolicy ?? retryPolicy,
       acceptable: request.acceptableStatusCodes ?? acceptableStatusCodes, deadline: deadline,
-      authenticator: authenticator, maximumBodySize: maximumResponseSize, redirectLimit: maximumRedirects,
+      authenticator: urlRequest.url.map { Redirects.isSameOrigin($0, baseURL) } == true ? authenticator : nil,
+      maximumBodySize: maximumResponseSize, redirectLimit: maximumRedirects,
       timerQueue: callbackQueue, resolver: resolver)
     resolver.onCancel { operation.cancel() }
     operation.start()
@@ -303,6 +304,10 @@ public final class HTTPClient: Sendable {
     var urlRequest = URLRequest(url: url)
     urlRequest.httpMethod = request.method.rawValue
     var merged = defaultHeaders
+    if !Redirects.isSameOrigin(url, baseURL) {
+      // An absolute URL elsewhere (a link from a response, say) gets no default credential.
+      for name in Redirects.credentialHeaders { merged[name] = nil }
+    }
     for field in request.headers { merged[field.name] = field.value }
     for field in merged {
       if let problem = HTTPRequest.headerProblem(name: field.name, value: field.value) {

@@ -15,6 +15,10 @@ public struct HTTPRequest: Sendable {
   public var method: HTTPMethod
   /// The path relative to the client's base URL (`"stream/config"`), or an absolute URL.
   ///
+  /// An absolute URL on another scheme, host or port than the base URL gets neither the
+  /// client's default `Authorization`, `Proxy-Authorization` and `Cookie` headers nor the
+  /// authenticator's token; headers given with the request itself are sent.
+  ///
   /// Build it from untrusted input with `HTTPPath(segments:)`.
   public var path: String
   /// Query items appended to the URL, in order; names and values are percent-encoded (`+` too).

@@ -1,12 +1,16 @@
 import Foundation
 
 /// The state of `Promise.any`: the errors so far, in input order, and the result's resolver.
+///
+/// Finishing (a value, the last rejection or a cancellation) releases the resolver and retires
+/// the inputs' forwarding nodes, so inputs that nobody else waits on can be cancelled.
 final class AnyAggregate<Value: Sendable>: @unchecked Sendable {
   // Safety: every `var` is only accessed while `lock` is held.
   private let lock = NSLock()
   private var resolver: Promise<Value>.Resolver?
   private var errors: [(any Error)?]
   private var remaining: Int
+  private var nodes: [ForwardingNode<Value>] = []
 
   init(count: Int, resolver: Promise<Value>.Resolver) {
     self.resolver = resolver
@@ -14,36 +18,47 @@ final class AnyAggregate<Value: Sendable>: @unchecked Sendable {
     remaining = count
   }
 
+  /// Keeps `node` a live observer of its input until the aggregate finishes; returns `node`.
+  func track(_ node: ForwardingNode<Value>) -> ForwardingNode<Value> {
+    let tracked = lock.withLock {
+      guard resolver != nil else { return false }
+      nodes.append(node)
+      return true
+    }
+    if !tracked { node.retire() }
+    return node
+  }
+
   func receive(_ outcome: Result<Value, any Error>, at index: Int) {
     switch outcome {
     case .success:
       take()?.resolve(outcome)
     case .failure(let error):
-      let finished: (Promise<Value>.Resolver, [any Error])? = lock.withLock {
-        guard let resolver else { return nil }
+      let collected: [any Error]? = lock.withLock {
+        guard resolver != nil else { return nil }
         errors[index] = error
         remaining -= 1
         guard remaining == 0 else { return nil }
-        let collected = errors.map { $0.unsafelyUnwrapped }
-        self.resolver = nil
-        errors = []
-        return (resolver, collected)
+        return errors.map { $0.unsafelyUnwrapped }
       }
-      if let (resolver, errors) = finished {
-        resolver.reject(PromiseError.allRejected(errors))
+      if let collected {
+        take()?.reject(PromiseError.allRejected(collected))
       }
     }
   }
 
-  /// Takes the resolver out (once) and drops the collected errors.
+  /// Takes the resolver out (once), drops the collected errors and retires the nodes.
   func take() -> Promise<Value>.Resolver? {
-    lock.withLock {
+    let (resolver, nodes) = lock.withLock {
       defer {
-        resolver = nil
-        errors = []
+        self.resolver = nil
+        self.errors = []
+        self.nodes = []
       }
-      return resolver
+      return (self.resolver, self.nodes)
     }
+    for node in nodes { node.retire() }
+    return resolver
   }
 }
 
@@ -73,9 +88,12 @@ extension Promise {
     first.upstream = UpstreamGroup(promises)
     let aggregate = AnyAggregate(count: promises.count, resolver: resolver)
     first.addCancelHandler { [weak aggregate] in _ = aggregate?.take() }
-    for (index, promise) in promises.enumerated() {
-      promise.register(
+    let nodes = promises.indices.map { index in
+      aggregate.track(
         ForwardingNode<Value> { [aggregate] outcome in aggregate.receive(outcome, at: index) })
+    }
+    for (promise, node) in zip(promises, nodes) {
+      promise.register(node)
     }
     return first
   }

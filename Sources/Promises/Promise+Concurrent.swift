@@ -1,6 +1,18 @@
 import Dispatch
 import Foundation
 
+/// An input of a fan-out that has started: its promise and the node that waits on it.
+struct RunningInput<Value: Sendable> {
+  let promise: Promise<Value>
+  let node: ForwardingNode<Value>
+
+  /// Stops waiting and cancels the input's work, unless something else waits on it.
+  func cancel() {
+    node.retire()
+    Promise<Value>.propagateCancellation(from: promise)
+  }
+}
+
 /// The bookkeeping of a concurrency-limited fan-out, as a plain value.
 ///
 /// Event methods say what the owner must do; the owner calls them under its lock and acts
@@ -17,7 +29,7 @@ struct FanOutState<Value: Sendable> {
   }
 
   private var values: [Value?]
-  private var running: [Int: Promise<Value>] = [:]
+  private var running: [Int: RunningInput<Value>] = [:]
   private var nextIndex = 0
   private var remaining: Int
   private(set) var isFinished = false
@@ -37,10 +49,10 @@ struct FanOutState<Value: Sendable> {
   }
 
   /// Records that the input at `index` is running; returns `false` if the fan-out has
-  /// finished meanwhile (the caller then cancels `promise`).
-  mutating func started(_ promise: Promise<Value>, at index: Int) -> Bool {
+  /// finished meanwhile (the caller then cancels `input`).
+  mutating func started(_ input: RunningInput<Value>, at index: Int) -> Bool {
     guard !isFinished else { return false }
-    running[index] = promise
+    running[index] = input
     return true
   }
 
@@ -63,7 +75,7 @@ struct FanOutState<Value: Sendable> {
 
   /// Finishes the fan-out after a rejection or a cancellation; returns the inputs still
   /// running (to cancel), or `nil` if it had already finished.
-  mutating func fail() -> [Promise<Value>]? {
+  mutating func fail() -> [RunningInput<Value>]? {
     guard !isFinished else { return nil }
     isFinished = true
     let stillRunning = running.sorted { $0.key < $1.key }.map(\.value)
@@ -115,17 +127,18 @@ final class FanOut<Value: Sendable>: @unchecked Sendable {
       fail(error)
       return
     }
-    guard lock.withLock({ state.started(promise, at: index) }) else {
-      Promise<Value>.propagateCancellation(from: promise)
+    let node = ForwardingNode<Value> { [self] outcome in
+      switch outcome {
+      case .success(let value): fulfilled(value, at: index)
+      case .failure(let error): fail(error)
+      }
+    }
+    let input = RunningInput(promise: promise, node: node)
+    guard lock.withLock({ state.started(input, at: index) }) else {
+      input.cancel()
       return
     }
-    promise.register(
-      ForwardingNode<Value> { [self] outcome in
-        switch outcome {
-        case .success(let value): fulfilled(value, at: index)
-        case .failure(let error): fail(error)
-        }
-      })
+    promise.register(node)
   }
 
   private func fulfilled(_ value: Value, at index: Int) {
@@ -146,21 +159,17 @@ final class FanOut<Value: Sendable>: @unchecked Sendable {
   func fail(_ error: any Error) {
     let (running, resolver) = stop()
     // Cancel first, so whoever observes the rejection also sees the work cancelled.
-    for promise in running {
-      Promise<Value>.propagateCancellation(from: promise)
-    }
+    for input in running { input.cancel() }
     resolver?.reject(error)
   }
 
   /// Stops after the result was cancelled: starts nothing more, cancels what is running.
   func cancel() {
     let (running, _) = stop()
-    for promise in running {
-      Promise<Value>.propagateCancellation(from: promise)
-    }
+    for input in running { input.cancel() }
   }
 
-  private func stop() -> ([Promise<Value>], Promise<[Value]>.Resolver?) {
+  private func stop() -> ([RunningInput<Value>], Promise<[Value]>.Resolver?) {
     lock.withLock {
       guard let running = state.fail() else { return ([], nil) }
       return (running, takeResources())

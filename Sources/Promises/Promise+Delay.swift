@@ -32,10 +32,12 @@ extension Promise {
       timer?.disarm()
       _ = box?.take()
     }
+    // Cancelling empties the box, which retires the node: the source can then be cancelled.
     register(
-      ForwardingNode<Value> { [timer, box] outcome in
-        timer.start(after: duration, on: queue, scheduler: scheduler) { box.resolve(outcome) }
-      })
+      box.track(
+        ForwardingNode<Value> { [timer, box] outcome in
+          timer.start(after: duration, on: queue, scheduler: scheduler) { box.resolve(outcome) }
+        }))
     return delayed
   }
 }

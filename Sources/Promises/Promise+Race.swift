@@ -1,16 +1,34 @@
 import Foundation
 
-/// Holds the resolver of an aggregate's result until the result settles, then lets it go.
+/// Holds the resolver of a combinator's result until the result settles, then lets it go, and
+/// retires the forwarding nodes that wait for the result's inputs.
 ///
 /// The inputs' forwarding nodes hold this small box rather than the result itself, so inputs
 /// still pending after the result has settled (the losers of a race) do not keep it alive.
+/// Emptying the box retires those nodes: an input that nobody else waits on can then be
+/// cancelled (`ForwardingNode.retire()`), whether the result was cancelled or decided.
 final class OnceResolver<Value: Sendable>: @unchecked Sendable {
-  // Safety: `resolver` is only accessed while `lock` is held.
+  // Safety: `resolver` and `nodes` are only accessed while `lock` is held.
   private let lock = NSLock()
   private var resolver: Promise<Value>.Resolver?
+  private var nodes: [ForwardingNode<Value>] = []
 
   init(_ resolver: Promise<Value>.Resolver) {
     self.resolver = resolver
+  }
+
+  /// Keeps `node` a live observer of its input until the box is emptied; returns `node`.
+  ///
+  /// Call before registering the node. The box and the node then reference each other until
+  /// the box is emptied or the node fires.
+  func track(_ node: ForwardingNode<Value>) -> ForwardingNode<Value> {
+    let tracked = lock.withLock {
+      guard resolver != nil else { return false }
+      nodes.append(node)
+      return true
+    }
+    if !tracked { node.retire() }
+    return node
   }
 
   /// Settles the result with `outcome` unless it has been settled through this box already.
@@ -18,12 +36,17 @@ final class OnceResolver<Value: Sendable>: @unchecked Sendable {
     take()?.resolve(outcome)
   }
 
-  /// Takes the resolver out of the box (once); `nil` afterwards.
+  /// Takes the resolver out of the box (once; `nil` afterwards) and retires the nodes.
   func take() -> Promise<Value>.Resolver? {
-    lock.withLock {
-      defer { resolver = nil }
-      return resolver
+    let (resolver, nodes) = lock.withLock {
+      defer {
+        self.resolver = nil
+        self.nodes = []
+      }
+      return (self.resolver, self.nodes)
     }
+    for node in nodes { node.retire() }
+    return resolver
   }
 }
 
@@ -52,8 +75,11 @@ extension Promise {
     winner.upstream = UpstreamGroup(promises)
     let box = OnceResolver(resolver)
     winner.addCancelHandler { [weak box] in _ = box?.take() }
-    for promise in promises {
-      promise.register(ForwardingNode<Value> { [box] outcome in box.resolve(outcome) })
+    let nodes = promises.map { _ in
+      box.track(ForwardingNode<Value> { [box] outcome in box.resolve(outcome) })
+    }
+    for (promise, node) in zip(promises, nodes) {
+      promise.register(node)
     }
     return winner
   }

@@ -134,6 +134,8 @@ final class RetryOperation<Value: Sendable>: @unchecked Sendable {
   private var generator: any RandomNumberGenerator & Sendable
   private var attemptsMade = 0
   private var timer: TimerSlot?
+  /// The node waiting on the current attempt; retired when the retry stops.
+  private var attemptNode: ForwardingNode<Value>?
   private let maximumAttempts: Int
   private let delay: RetryDelay
   private let queue: DispatchQueue
@@ -171,13 +173,6 @@ final class RetryOperation<Value: Sendable>: @unchecked Sendable {
       attemptFailed(error)
       return
     }
-    // Cancelling the result now cancels this attempt (when nothing else waits on it).
-    result.setUpstream(attempt)
-    if !result.isPending {
-      // Cancelled while the factory ran: the attempt's work is not wanted.
-      Promise<Value>.propagateCancellation(from: attempt)
-      return
-    }
     let node = ForwardingNode<Value> { [self] outcome in
       switch outcome {
       case .success: finish(outcome)
@@ -186,6 +181,19 @@ final class RetryOperation<Value: Sendable>: @unchecked Sendable {
     }
     // Run the node on `queue`, where `shouldRetry` must run.
     node.queue = queue
+    let stillRunning = lock.withLock {
+      guard resolver != nil else { return false }
+      attemptNode = node
+      return true
+    }
+    // Cancelling the result now cancels this attempt (when nothing else waits on it).
+    if stillRunning { result.setUpstream(attempt) }
+    if !stillRunning || !result.isPending {
+      // Cancelled while the factory ran: the attempt's work is not wanted.
+      node.retire()
+      Promise<Value>.propagateCancellation(from: attempt)
+      return
+    }
     attempt.register(node)
   }
 
@@ -220,26 +228,30 @@ final class RetryOperation<Value: Sendable>: @unchecked Sendable {
 
   /// Settles the result and releases everything the retry held.
   func finish(_ outcome: Result<Value, any Error>) {
-    let (resolver, timer) = takeAll()
+    let (resolver, timer, node) = takeAll()
     timer?.disarm()
+    node?.retire()
     resolver?.resolve(outcome)
   }
 
-  /// Stops the retry after the result was cancelled: no more attempts, no pending wait.
+  /// Stops the retry after the result was cancelled: no more attempts, no pending wait, and
+  /// the current attempt no longer observed (so that cancellation can reach it).
   func cancel() {
-    let (_, timer) = takeAll()
+    let (_, timer, node) = takeAll()
     timer?.disarm()
+    node?.retire()
   }
 
-  private func takeAll() -> (Promise<Value>.Resolver?, TimerSlot?) {
+  private func takeAll() -> (Promise<Value>.Resolver?, TimerSlot?, ForwardingNode<Value>?) {
     lock.withLock {
       defer {
         resolver = nil
         factory = nil
         shouldRetry = nil
         timer = nil
+        attemptNode = nil
       }
-      return (resolver, timer)
+      return (resolver, timer, attemptNode)
     }
   }
 }

@@ -27,7 +27,8 @@ extension Promise {
   ) -> Promise<Value> {
     // The source's forwarding node and the timer share the resolver through a box that lets go
     // of it at settlement, so a shared source that stays pending does not keep the timed-out
-    // promise alive.
+    // promise alive. Emptying the box (time out, cancellation) retires the node, so the source
+    // counts it no more as an observer and can be cancelled.
     let (limited, resolver) = Promise<Value>.pending(file: file, line: line)
     limited.upstream = self
     let timer = TimerSlot()
@@ -37,15 +38,17 @@ extension Promise {
       _ = box?.take()
     }
     register(
-      ForwardingNode<Value> { [box, timer] outcome in
-        box.resolve(outcome)
-        timer.disarm()
-      })
+      box.track(
+        ForwardingNode<Value> { [box, timer] outcome in
+          box.resolve(outcome)
+          timer.disarm()
+        }))
     if !limited.isPending { return limited }
     let error = PromiseError.timedOut(after: duration, createdAt: limited.creationSite)
     timer.start(after: duration, on: queue, scheduler: scheduler) { [box] in
+      // Taking the resolver retires the forwarding node: the source can then be cancelled.
       guard let resolver = box.take() else { return }
-      let (settled, upstream) = resolver.token.promise.settle(error: error, onlyIfSoleObserver: false)
+      let (settled, upstream) = resolver.token.promise.settle(error: error, cancelling: false)
       if settled { Promise.propagateCancellation(from: upstream) }
     }
     return limited

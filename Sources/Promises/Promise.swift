@@ -218,7 +218,10 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
 
   /// A copy of the value; only once fulfilled.
   final func loadValue() -> Value {
-    withUnsafeBytes(of: &valueWords) { raw in
+    // By value, not `&valueWords`: an inout access counts as a modification, and concurrent
+    // readers of a settled promise would then race. The words are copied bit for bit; the
+    // `load` below makes the proper (retaining) copy of the value they hold.
+    withUnsafeBytes(of: valueWords) { raw in
       if Self.storesValueInline {
         return raw.load(as: Value.self)
       }
@@ -251,7 +254,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     node.willRegister(on: self)
     lock.lock()
     flags.insert(.observed)
-    let action = state.register(node)
+    // Only a pending state is mutated: nodes of a settled promise read it without the lock,
+    // and even a no-op mutating call counts as a write for ThreadSanitizer.
+    let action: PromiseState.RegisterAction = state.isPending ? state.register(node) : .runNow
     lock.unlock()
     guard action == .runNow else { return }
     if let queue = node.queue {
@@ -310,11 +315,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     error: any Error, cancelling: Bool, onlyIfUnobserved: Bool = false
   ) -> (settled: Bool, upstream: _PromiseNode?) {
     lock.lock()
-    if onlyIfUnobserved && state.hasLiveObserver {
-      lock.unlock()
-      return (false, nil)
-    }
-    guard case .schedule(let first) = state.reject(error) else {
+    guard state.isPending, !(onlyIfUnobserved && state.hasLiveObserver),
+      case .schedule(let first) = state.reject(error)
+    else {
       lock.unlock()
       return (false, nil)
     }

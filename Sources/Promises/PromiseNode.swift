@@ -117,26 +117,37 @@ public class _PromiseNode: @unchecked Sendable {
 
 /// Runs nodes whose source settled: on their queue, batching same-queue work in one block.
 ///
-/// Each thread has one `Drain`. While a dispatched block for queue `Q` runs, the thread's
-/// drain is "active on Q": nodes that become ready for `Q` (a chain of `then(on: Q)` links
-/// settling one after the other) are appended to its run list and run by the same block, in
-/// order, instead of costing one `Q.async` each. Nodes for other queues are dispatched.
-/// Internal forwarding nodes (`queue == nil`) always join the run list, so adoption and
-/// aggregation never recurse: a chain of any length settles in a loop, on a flat stack.
+/// Each thread has one `Drain`, with two run lists.
 ///
-/// Callbacks are still never synchronous from the registering call's point of view: a node is
-/// only appended to a drain when its source settles, and a node registered on a promise that
-/// has already settled is always dispatched with `Q.async` (appending it to a running drain
-/// could let it overtake earlier callbacks of the same promise still queued in another block).
-/// A drain runs until its list is empty; it never stops early, so work left over can never be
+/// - Queue nodes (user callbacks). While a dispatched block for queue `Q` runs, the drain is
+///   "active on Q": nodes that become ready for `Q` (a chain of `then(on: Q)` links settling
+///   one after the other) join its queue list and run in the same block, in order, after the
+///   callback that made them ready — instead of costing one `Q.async` each. Nodes for other
+///   queues are dispatched, one block per queue per settlement.
+/// - Internal nodes (`queue == nil`: adoption, aggregates, waiters, awaiters) run at once,
+///   inside the settle that made them ready, so a waiter wakes while the callback that
+///   fulfilled its promise is still running. A settle made by an internal node only appends
+///   to the internal list, which the outermost settle on this thread empties in a loop: any
+///   chain of adoptions settles on a flat stack.
+///
+/// Callbacks are never synchronous from the registering call's point of view: a node joins a
+/// run list only when its source settles, and a node registered on a promise that has
+/// already settled is always dispatched with `Q.async` (appending it to a running drain could
+/// let it overtake earlier callbacks of the same promise still queued in another block). A
+/// drain runs until its lists are empty; it never stops early, so work left over can never be
 /// reordered behind blocks that arrived on the queue meanwhile.
+@usableFromInline
 final class Drain {
   // Only its own thread touches a drain: exclusivity is trivially kept.
-  /// The queue this drain runs on; `nil` when the drain only forwards internal nodes.
+  /// The queue whose block this thread runs; `nil` outside such a block.
   @exclusivity(unchecked) var queue: DispatchQueue?
   @exclusivity(unchecked) var isActive = false
   @exclusivity(unchecked) var head: _PromiseNode?
   @exclusivity(unchecked) var tail: _PromiseNode?
+  @exclusivity(unchecked) var internalHead: _PromiseNode?
+  @exclusivity(unchecked) var internalTail: _PromiseNode?
+  /// The internal list is being emptied further up this thread's stack.
+  @exclusivity(unchecked) var isForwarding = false
 
   static let key: pthread_key_t = {
     var key = pthread_key_t()
@@ -171,7 +182,17 @@ final class Drain {
     tail = node
   }
 
-  /// Fires nodes until the run list is empty.
+  @inline(__always)
+  func appendInternal(_ node: _PromiseNode) {
+    if let internalTail {
+      internalTail.next = node
+    } else {
+      internalHead = node
+    }
+    internalTail = node
+  }
+
+  /// Fires queue nodes until the queue list is empty.
   func run() {
     while let node = head {
       head = node.next
@@ -181,21 +202,28 @@ final class Drain {
     }
   }
 
-  /// Schedules the nodes of a settled promise (`first`, linked by `next`, in registration order).
-  static func schedule(_ first: _PromiseNode) {
-    let drain = Drain.current
-    if drain.isActive {
-      drain.enqueue(first)
-      return
+  /// Fires internal nodes until the internal list is empty.
+  private func forward() {
+    isForwarding = true
+    while let node = internalHead {
+      internalHead = node.next
+      if internalHead == nil { internalTail = nil }
+      node.next = nil
+      node.fire()
     }
-    drain.isActive = true
-    drain.queue = nil
-    drain.enqueue(first)
-    drain.run()
-    drain.isActive = false
+    isForwarding = false
   }
 
-  /// Appends the nodes that may run here and dispatches the others, grouped per queue.
+  /// Schedules the nodes of a settled promise (`first`, linked by `next`, in registration order).
+  @usableFromInline
+  static func schedule(_ first: _PromiseNode) {
+    let drain = Drain.current
+    drain.enqueue(first)
+    if !drain.isForwarding, drain.internalHead != nil { drain.forward() }
+  }
+
+  /// Sorts the nodes: internal ones to run now, same-queue ones to this block, the others
+  /// dispatched, grouped per queue.
   private func enqueue(_ first: _PromiseNode) {
     var batchQueue: DispatchQueue?
     var batchHead: _PromiseNode?
@@ -204,8 +232,11 @@ final class Drain {
     while let current = node {
       node = current.next
       current.next = nil
-      let target = current.queue
-      if target == nil || target === queue {
+      guard let target = current.queue else {
+        appendInternal(current)
+        continue
+      }
+      if isActive && target === queue {
         append(current)
       } else if target === batchQueue, let tail = batchTail {
         tail.next = current

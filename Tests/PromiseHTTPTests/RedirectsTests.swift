@@ -106,4 +106,26 @@ struct RedirectsTests {
       guard case .invalidRequest? = httpError(result) else { return }
     }
   }
+
+  @Test func anAbsoluteURLElsewhereGetsNoDefaultCredentialsOrToken() async throws {
+    try await withServer({ router in
+      router.on("GET", "/ok") { _ in .respond(.text("ok")) }
+      router.on("POST", "/token") { _ in .respond(.json("{\"value\":\"t\"}")) }
+    }) { server in
+      let tokens = server.client()
+      let authenticator = TokenAuthenticator { tokens.post("token", body: []).text() }
+      let client = HTTPClient(
+        baseURL: server.baseURL, defaultHeaders: ["Authorization": "Bearer s3cret", "X-App": "story"],
+        retryPolicy: .none)
+      let elsewhere = server.server.secondBaseURL.appendingPathComponent("ok").absoluteString
+      _ = try await client.get(elsewhere).value
+      let authenticated = HTTPClient(
+        baseURL: server.baseURL, retryPolicy: .none, authenticator: authenticator)
+      _ = try await authenticated.get(elsewhere).value
+      let arrived = server.requests.filter { $0.host == "127.0.0.2" }
+      #expect(arrived.count == 2)
+      #expect(arrived.allSatisfy { $0.header("Authorization") == nil })
+      #expect(arrived.first?.header("X-App") == "story")
+    }
+  }
 }

@@ -100,11 +100,12 @@ struct RetryPolicyTests {
       router.on("GET", "/busy") { _ in .respond(ServerResponse(status: 503, headers: [("Retry-After", "30")]))
       }
     }) { server in
-      let client = server.client(retryPolicy: .default, timeout: .seconds(2))
+      let client = server.client(retryPolicy: .default, timeout: .seconds(10))
       let (result, elapsed) = await outcome(of: client.get("busy"))
-      report("503 Retry-After: 30 with a 2 s deadline", result, elapsed)
+      report("503 Retry-After: 30 with a 10 s deadline", result, elapsed)
       #expect(httpError(result)?.statusCode == 503)
-      #expect(elapsed < .seconds(2))
+      // Reported at once, not when the deadline passes.
+      #expect(elapsed < .seconds(10))
       #expect(server.requests.count == 1)
     }
   }

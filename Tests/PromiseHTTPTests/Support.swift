@@ -56,13 +56,15 @@ func withServer<T>(
   }
 }
 
-/// Runs blocking work (the server's `stop()` waits for its threads) on a Dispatch thread.
+/// Runs blocking work (the server's `stop()` waits for its threads) on a thread of its own.
 ///
 /// Swift's cooperative pool has one thread per core (two here); blocking them would stall every
-/// test running in parallel and skew the elapsed times the deadline tests check.
+/// test running in parallel and skew the elapsed times the deadline tests check. A fresh serial
+/// queue gets an overcommit thread, so the blocked work does not starve `DispatchQueue.global()`
+/// either (where the clients' timers and callbacks run).
 func offThePool<T: Sendable>(_ work: @escaping @Sendable () -> T) async -> T {
   await withCheckedContinuation { continuation in
-    DispatchQueue.global().async { continuation.resume(returning: work()) }
+    DispatchQueue(label: "PromiseHTTPTests.blocking").async { continuation.resume(returning: work()) }
   }
 }
 

@@ -7,7 +7,7 @@ import Testing
 /// Servers that break on purpose: every scenario ends in a typed error, within the deadline.
 @Suite("Transport faults", .timeLimit(.minutes(1)))
 struct TransportFaultTests {
-  static let deadline: Duration = .seconds(3)
+  static let deadline: Duration = .seconds(5)
   static let body = ServerResponse.text(String(repeating: "y", count: 10_000))
 
   func run(

@@ -168,19 +168,21 @@ struct CancellationTests {
 
   @Test func cancellingAPromiseWhoseBodyIsAboutToReturnAnInnerPromiseCancelsTheInnerOne() async {
     // The link is cancelled while its body runs; the promise the body returns has no other
-    // observer, so it is cancelled rather than left running.
+    // observer, so it is cancelled rather than left running. (The body and the test hand over
+    // with Dispatch primitives, not promises, so nothing waits on the body's own drain.)
     let (inner, resolver, cancelled) = cancellable()
-    let (started, startedResolver) = Promise<Void>.pending()
-    let (proceed, proceedResolver) = Promise<Void>.pending()
+    let started = DispatchGroup()
+    started.enter()
+    let proceed = DispatchSemaphore(value: 0)
     let queue = DispatchQueue(label: "tests.cancel.body")
     let outer = Promise(()).then(on: queue) { _ -> Promise<Int> in
-      startedResolver.fulfill()
-      _ = try? proceed.wait(timeout: 10)
+      started.leave()
+      _ = proceed.wait(timeout: .now() + 10)
       return inner
     }
-    try? await started.value
+    await awaitGroup(started)
     outer.cancel()
-    proceedResolver.fulfill()
+    proceed.signal()
     await #expect(throws: CancellationError.self) { try await outer.value }
     await drainQueue(queue)
     #expect(cancelled.value == 1)

@@ -70,6 +70,18 @@ struct PromiseAnyTests {
     resolveB.fulfill(1)
   }
 
+  @Test("once a value has won, another input is cancelled when its other observers are")
+  func decidedAnyNoLongerObservesInputs() async throws {
+    let cancelled = Kit.Locked(0)
+    let (pending, resolver) = Promise<Int>.pending()
+    resolver.onCancel { cancelled.withValue { $0 += 1 } }
+    let other = pending.then { $0 }
+    let first = Promise.any([pending, Promise(2)])
+    #expect(try await first.value == 2)
+    other.cancel()
+    #expect(cancelled.value == 1)
+  }
+
   @Test("inputs still pending do not keep the settled result alive")
   func nothingRetained() async throws {
     let (pending, resolver) = Promise<Int>.pending()

@@ -34,6 +34,25 @@ struct PromiseAsyncTests {
     #expect(isSame(thrown, as: error))
   }
 
+  @Test func anAwaiterResumesWhileTheCallbackThatFulfilledThePromiseIsStillRunning() async throws {
+    // A callback fulfils `promise`, then waits for the task suspended in `promise.value` to
+    // react. The task must resume when the promise settles, not when the callback returns.
+    let (promise, resolver) = Promise<Int>.pending()
+    let reacted = DispatchSemaphore(value: 0)
+    let awaiting = Task {
+      let value = try await promise.value
+      reacted.signal()
+      return value
+    }
+    await yieldUntil { callbacksWaiting(on: promise) == 1 }
+    let callback = Promise(()).then(on: DispatchQueue(label: "tests.async.fulfilling")) { _ -> Bool in
+      resolver.fulfill(1)
+      return reacted.wait(timeout: .now() + 5) == .success
+    }
+    #expect(try await callback.value, "the awaiting task did not resume while the fulfilling callback ran")
+    #expect(try await awaiting.value == 1)
+  }
+
   @Test func manySuspendedAwaitersDoNotBlockTheCooperativePool() async throws {
     // More awaiters than the pool has threads: if `value` blocked a thread, the pool would be
     // exhausted and this test could not go on to fulfil the promises.

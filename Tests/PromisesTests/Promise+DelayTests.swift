@@ -147,16 +147,21 @@ struct PromiseDelayTests {
     await #expect(throws: CancellationError.self) { try await waited.value }
   }
 
-  @Test("real time: delay and after settle later, with the outcome passed on")
+  @Test("real time: delay passes the outcome on after its source settles, and after fires")
   func realTimeOrdering() async throws {
     let order = Kit.Locked<[String]>([])
     let queue = DispatchQueue(label: "delay.real")
-    let delayed = Promise("value").delay(.milliseconds(5), scheduler: DispatchTimeScheduler())
-    #expect(delayed.isPending)
-    let waited = Promise.after(.milliseconds(5), scheduler: DispatchTimeScheduler())
-      .then(on: queue) { order.withValue { $0.append("after") } }
+    let (source, resolver) = Promise<String>.pending()
+    let delayed = source.delay(.milliseconds(5), scheduler: DispatchTimeScheduler())
+      .then(on: queue) { value -> String in
+        order.withValue { $0.append("delayed") }
+        return value
+      }
+    #expect(delayed.isPending)  // the source has not settled: no clock is running yet
+    order.withValue { $0.append("source") }
+    resolver.fulfill("value")
     #expect(try await delayed.value == "value")
-    try await waited.value
-    #expect(order.value == ["after"])
+    try await Promise.after(.milliseconds(5), scheduler: DispatchTimeScheduler()).value
+    #expect(order.value == ["source", "delayed"])
   }
 }

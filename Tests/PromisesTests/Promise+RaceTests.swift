@@ -83,6 +83,18 @@ struct PromiseRaceTests {
     withExtendedLifetime(resolveA) {}
   }
 
+  @Test("once the race is decided, a loser is cancelled when its other observers are")
+  func decidedRaceNoLongerObservesLosers() async throws {
+    let (loser, resolver, cancelled) = cancellableInput()
+    let other = loser.then { $0 }
+    let race = Promise.race([loser, Promise(1)])
+    #expect(try await race.value == 1)
+    #expect(cancelled.value == 0)
+    other.cancel()
+    #expect(cancelled.value == 1)
+    withExtendedLifetime(resolver) {}
+  }
+
   @Test("a pending loser does not keep the settled race alive")
   func nothingRetainedByLosers() async throws {
     let (loser, resolveLoser) = Promise<Kit.Canary>.pending()

@@ -76,6 +76,20 @@ struct PromiseTimeoutTests {
     #expect(try await other.value == 42)
   }
 
+  @Test("after a timeout, the source is cancelled once its other observers are cancelled")
+  func timedOutLinkNoLongerCountsAsObserver() async throws {
+    let clock = VirtualTimeScheduler()
+    let (source, resolver, cancellations) = cancellableSource()
+    let other = source.then { $0 }
+    let limited = source.timeout(.seconds(1), scheduler: clock)
+    clock.advance(by: .seconds(1))
+    #expect(limited.isRejected)
+    #expect(cancellations.value == 0)
+    other.cancel()
+    #expect(cancellations.value == 1)
+    withExtendedLifetime(resolver) {}
+  }
+
   @Test("cancelling the timeout promise cancels the source and the timer")
   func cancellingCancelsSourceAndTimer() async throws {
     let clock = VirtualTimeScheduler()

@@ -90,6 +90,27 @@ struct PromiseWaitTests {
     #expect(try result.value?.get() == 7)
   }
 
+  @Test func aWaiterWakesUpWhileTheCallbackThatFulfilledThePromiseIsStillRunning() async throws {
+    // A callback fulfils `promise`, then waits for the thread blocked in `promise.wait` to
+    // react. The waiter must wake up when the promise settles, not when the callback returns.
+    let (promise, resolver) = Promise<Int>.pending()
+    let reacted = DispatchSemaphore(value: 0)
+    let waiterDone = DispatchGroup()
+    waiterDone.enter()
+    DispatchQueue(label: "tests.wait.woken").async {
+      _ = try? promise.wait(timeout: 10)
+      reacted.signal()
+      waiterDone.leave()
+    }
+    await yieldUntil { callbacksWaiting(on: promise) == 1 }
+    let callback = Promise(()).then(on: DispatchQueue(label: "tests.wait.fulfilling")) { _ -> Bool in
+      resolver.fulfill(1)
+      return reacted.wait(timeout: .now() + 5) == .success
+    }
+    #expect(try await callback.value, "the waiter was not woken while the fulfilling callback ran")
+    await awaitGroup(waiterDone)
+  }
+
   // MARK: Timeouts
 
   @Test func waitThrowsTimedOutWhenTheTimeIsUpAndLeavesThePromisePending() throws {

@@ -167,21 +167,6 @@ struct SchedulerTests {
     work.cancel()  // after firing: a no-op
   }
 
-  @Test("timers with different delays fire in deadline order")
-  func timersFireInOrder() async throws {
-    let order = Kit.Locked<[Int]>([])
-    let queue = DispatchQueue(label: "scheduler.order")
-    let (done, resolver) = Promise<Void>.pending()
-    let scheduler = DispatchTimeScheduler()
-    scheduler.schedule(after: .milliseconds(300), on: queue) {
-      order.withValue { $0.append(2) }
-      resolver.fulfill()
-    }
-    scheduler.schedule(after: .zero, on: queue) { order.withValue { $0.append(1) } }
-    try await done.value
-    #expect(order.value == [1, 2])
-  }
-
   @Test("the default scheduler is real time, and combinators read it when called")
   func defaultSchedulerIsReplaceable() async throws {
     #expect(PromiseSchedulers.default is DispatchTimeScheduler)

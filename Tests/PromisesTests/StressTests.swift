@@ -70,6 +70,37 @@ struct StressTests {
     }
   }
 
+  @Test func cancellingALinkRacingWithItsSourceRunsTheBodyAtMostOnce() async {
+    // One thread fulfils the source while another cancels the link. Whichever wins, the body
+    // runs at most once, and a link that ends fulfilled ran its body exactly once.
+    let queue = DispatchQueue(label: "tests.stress.cancel-link")
+    for round in 0..<200 {
+      let (source, resolver) = Promise<Int>.pending()
+      let runs = Guarded(0)
+      let link = source.then(on: queue) { value -> Int in
+        runs.increment()
+        return value
+      }
+      let finished = runOnThreads(2) { thread in
+        if thread == 0 {
+          resolver.fulfill(round)
+        } else {
+          link.cancel()
+        }
+      }
+      #expect(finished)
+      let outcome = await settledOutcome(of: link)
+      await drainQueue(queue)
+      #expect(runs.value <= 1)
+      if case .success(let value) = outcome {
+        #expect(value == round)
+        #expect(runs.value == 1)
+      } else {
+        #expect(link.isCancelled)
+      }
+    }
+  }
+
   @Test(arguments: CallbackQueueKind.allCases)
   func manyThreadsRegisteringWhileAnotherSettlesLoseNoCallback(kind: CallbackQueueKind) async {
     let queue = kind.makeQueue()

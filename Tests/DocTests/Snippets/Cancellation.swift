@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Promises
 import Testing
 
@@ -93,23 +94,25 @@ struct CancellationExamples {
     // snippet.end
   }
 
-  @Test func unhandledRejectionHook() {
-    // snippet.cancel-unhandled
-    // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let previous = UnhandledRejection.handler
-    // snippet.show
-    UnhandledRejection.handler = { rejection in
-      print("unhandled: \(rejection.error)")  // log it, count it, or fail a test
-    }
+  /// Runs in a child process (an exit test): the handler is global, and other tests in this
+  /// process install their own.
+  @Test func unhandledRejectionHook() async {
+    await #expect(processExitsWith: .success) {
+      // snippet.cancel-unhandled
+      // snippet.hide
+      let output = DocOutput()
+      let print = output.print
+      // snippet.show
+      UnhandledRejection.handler = { rejection in
+        print("unhandled: \(rejection.error)")  // log it, count it, or fail a test
+      }
 
-    _ = loadSettings()  // rejected, and nobody looked
-    // prints "unhandled: notFound"
-    // snippet.hide
-    UnhandledRejection.handler = previous
-    #expect(output.lines.contains("unhandled: notFound"))
-    // snippet.end
+      _ = loadSettings()  // rejected, and nobody looked
+      // prints "unhandled: notFound"
+      // snippet.hide
+      exit(output.lines == ["unhandled: notFound"] ? 0 : 1)
+      // snippet.end
+    }
   }
 
   @Test func describingAPromise() async throws {

@@ -76,3 +76,83 @@ struct CombiningExamples {
     // snippet.end
   }
 }
+
+@Suite("Docs/Combining.md: race, any, fan-out", .timeLimit(.minutes(1)))
+struct CombiningMoreExamples {
+  @Test func raceTakesTheFirstOutcome() async throws {
+    // snippet.combining-race
+    // snippet.hide
+    let (mirror, mirrorResolver) = Promise<[String: Int]>.pending()
+    // snippet.show
+    let fastest = Promise.race([loadConfig(from: "backup"), mirror])
+    // snippet.hide
+    #expect(try await fastest.value == ["bitrate": 2_500, "fps": 30])
+    mirrorResolver.fulfill([:])
+    // snippet.end
+  }
+
+  @Test func raceRejectsWithTheFirstError() async throws {
+    // snippet.combining-race-rejects
+    // snippet.hide
+    let (mirror, mirrorResolver) = Promise<[String: Int]>.pending()
+    // snippet.show
+    let fastest = Promise.race([loadConfig(from: "primary"), mirror])
+    // rejected with ServiceError.serverDown: the first outcome wins, even an error
+    // snippet.hide
+    await #expect(throws: ServiceError.serverDown) { try await fastest.value }
+    mirrorResolver.fulfill([:])
+    // snippet.end
+  }
+
+  @Test func anyTakesTheFirstValue() async throws {
+    // snippet.combining-any
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    // snippet.show
+    let config = try await Promise.any([loadConfig(from: "primary"), loadConfig(from: "backup")]).value
+    print(config["fps"] ?? 0)  // prints "30": the primary's rejection is ignored
+    // snippet.hide
+    #expect(output.lines == ["30"])
+    // snippet.end
+  }
+
+  @Test func anyRejectsWhenAllDo() async throws {
+    // snippet.combining-any-rejects
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    // snippet.show
+    do {
+      _ = try await Promise.any([loadConfig(from: "primary"), loadSettings()]).value
+    } catch PromiseError.allRejected(let errors) {
+      print("\(errors.count) errors")  // prints "2 errors"
+    }
+    // snippet.hide
+    #expect(output.lines == ["2 errors"])
+    // snippet.end
+  }
+
+  @Test func limitedFanOut() async throws {
+    // snippet.combining-map
+    let names = ["intro", "live", "q-and-a", "outro"]
+    let thumbnails = Promise.map(names, maxConcurrent: 2) { name in downloadThumbnail(name) }
+    // snippet.hide
+    #expect(try await thumbnails.value == ["intro.jpg", "live.jpg", "q-and-a.jpg", "outro.jpg"])
+    // snippet.end
+  }
+
+  @Test func limitedFanOutOfFactories() async throws {
+    // snippet.combining-all-max-concurrent
+    let steps = Promise<String>.all(
+      maxConcurrent: 2,
+      [
+        { downloadThumbnail("intro") },
+        { downloadThumbnail("live") },
+        { downloadThumbnail("outro") },
+      ])
+    // snippet.hide
+    #expect(try await steps.value == ["intro.jpg", "live.jpg", "outro.jpg"])
+    // snippet.end
+  }
+}

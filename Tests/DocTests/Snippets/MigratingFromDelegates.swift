@@ -167,4 +167,24 @@ struct MigratingFromDelegatesExamples {
     #expect(try await fps.value == 30)
     // snippet.end
   }
+
+  @Test func completionHandlers() async throws {
+    // snippet.delegates-wrap
+    let profile = Promise<String>.wrap { done in loadProfile(id: "A1B2", completion: done) }
+    let avatar = Promise<String>.wrap { done in loadAvatar(id: "A1B2", completion: done) }
+    // snippet.hide
+    #expect(try await profile.value == "profile of A1B2")
+    #expect(try await avatar.value == "avatar-A1B2.png")
+    // snippet.end
+  }
+
+  @Test func completionHandlersByHand() async throws {
+    // snippet.delegates-resolver-resolve
+    let profile = Promise<String> { resolver in
+      loadProfile(id: "A1B2") { profile, error in resolver.resolve(profile, error) }
+    }
+    // snippet.hide
+    #expect(try await profile.value == "profile of A1B2")
+    // snippet.end
+  }
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Promises
 import Testing
 
@@ -96,3 +97,27 @@ func applicationDidFinishLaunching() {
   DispatchQueue.promises = .main  // callbacks without `on:` now run on the main queue
 }
 // snippet.end
+
+@Suite("Docs/Queues.md: the default queue setting", .timeLimit(.minutes(1)))
+struct QueuesDefaultSettingExamples {
+  /// Runs in a child process (an exit test): the setting is global to the process.
+  @Test func settingTheDefaultQueueAtLaunch() async {
+    await #expect(processExitsWith: .success) {
+      let mainQueue = DispatchSpecificKey<Int>()
+      DispatchQueue.main.setSpecific(key: mainQueue, value: 1)
+      applicationDidFinishLaunching()
+      let onMain = Promise(1).then { _ in
+        dispatchPrecondition(condition: .onQueue(.main))
+        return (DispatchQueue.getSpecific(key: mainQueue), Thread.isMainThread)
+      }
+      // What Docs/Queues.md says: the callback runs on the main queue, and on Linux
+      // `Thread.isMainThread` does not tell (it is `false` here).
+      guard let (specific, isMainThread) = try? await onMain.value else { exit(2) }
+      #if os(Linux)
+        exit(specific == 1 && !isMainThread ? 0 : 1)
+      #else
+        exit(specific == 1 ? 0 : 1)
+      #endif
+    }
+  }
+}

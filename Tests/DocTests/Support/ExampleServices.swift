@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Promises
 
 /// Stand-ins for the services the guides' examples call, so the examples run offline.
@@ -20,4 +21,41 @@ func loadConfig(from server: String) -> Promise<[String: Int]> {
       }
     }
   }
+}
+
+/// A service that fails with `ServiceError.serverDown` for its first `failures` calls.
+final class FlakyService: @unchecked Sendable {
+  // Safety: `calls` is only accessed while `lock` is held.
+  private let lock = NSLock()
+  private var calls = 0
+  private let failures: Int
+
+  init(failures: Int) {
+    self.failures = failures
+  }
+
+  /// The number of calls so far.
+  var callCount: Int { lock.withLock { calls } }
+
+  /// Returns a configuration, or a rejection while failures remain.
+  func loadConfig() -> Promise<[String: Int]> {
+    let call = lock.withLock {
+      calls += 1
+      return calls
+    }
+    return call <= failures
+      ? Promise(error: ServiceError.serverDown) : Promise(["bitrate": 2_500, "fps": 30])
+  }
+}
+
+/// A completion-handler API of the old style, answering on a global queue.
+func loadProfile(id: String, completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
+  DispatchQueue.global().async {
+    id.isEmpty ? completion(nil, ServiceError.notFound) : completion("profile of \(id)", nil)
+  }
+}
+
+/// A completion-handler API that reports a `Result`.
+func loadAvatar(id: String, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
+  DispatchQueue.global().async { completion(.success("avatar-\(id).png")) }
 }
