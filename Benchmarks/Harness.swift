@@ -64,6 +64,9 @@ struct Workload {
   let warmups: Int
   /// Whether the peak resident memory of each sample is measured (deep chain only).
   var measuresPeakMemory = false
+  /// The variant ratios are computed against: the hand-written Dispatch chain, except for
+  /// HTTP, where the baseline is the same requests written with raw `URLSession`.
+  var baselineVariant = "dispatch"
 }
 
 /// One measured case: a workload run by one implementation (our promise or a baseline).

@@ -46,7 +46,7 @@ enum Report {
     guard let workload = measurements.first?.benchCase.workload else { return "" }
     let baseline = dispatchMedian(measurements)
     let unit = workload.unit
-    var columns = ["case", "median ns/\(unit)", "p90 ns/\(unit)", "× dispatch", "samples"]
+    var columns = ["case", "median ns/\(unit)", "p90 ns/\(unit)", "× \(workload.baselineVariant)", "samples"]
     if workload.measuresPeakMemory { columns += ["peak RSS growth", "bytes/\(unit)"] }
     var rows: [[String]] = []
     for measurement in measurements {
@@ -87,7 +87,8 @@ enum Report {
           ("units_per_sample", .integer(workload.units)),
           ("median_ns", .number(measurement.median, digits: 2)),
           ("p90_ns", .number(measurement.p90, digits: 2)),
-          ("ratio_to_dispatch", .number(ratio(measurement, baseline), digits: 3)),
+          ("baseline", .string(workload.baselineVariant)),
+          ("ratio_to_baseline", .number(ratio(measurement, baseline), digits: 3)),
           ("samples", .integer(measurement.nanosecondsPerUnit.count)),
           ("checksum", .integer(measurement.checksum)),
           ("peak_rss_bytes", measurement.memory.map { .integer($0.peakBytes) } ?? .null),
@@ -140,7 +141,9 @@ enum Report {
   }
 
   private static func dispatchMedian(_ measurements: [Measurement]) -> Double? {
-    measurements.first { $0.benchCase.variant == "dispatch" && $0.failure == nil }?.median
+    measurements.first {
+      $0.benchCase.variant == $0.benchCase.workload.baselineVariant && $0.failure == nil
+    }?.median
   }
 
   private static func ratio(_ measurement: Measurement, _ baseline: Double?) -> Double? {

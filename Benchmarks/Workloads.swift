@@ -29,8 +29,14 @@ struct Plan {
   /// Every case, grouped by workload, in run order. The deep chain is LAST: it measures peak
   /// resident memory, which is process-wide.
   func allCases() -> [BenchCase] {
-    oneLinkCases() + chainCases() + resolvedThenCases() + allCombinatorCases() + contentionCases()
-      + deepChainCases()
+    var cases = oneLinkCases()
+    cases += chainCases()
+    cases += resolvedThenCases()
+    cases += allCombinatorCases()
+    cases += contentionCases()
+    cases += httpCases()
+    cases += deepChainCases()
+    return cases
   }
 }
 

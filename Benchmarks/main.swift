@@ -6,7 +6,7 @@
 //                       it. Ratios need the workload's `dispatch` case: filter on a workload name
 //                       ("--filter contention") to keep it.
 //   --json              a JSON array on stdout, one object per case: name, workload, variant, unit,
-//                       units_per_sample, median_ns, p90_ns (ns per unit), ratio_to_dispatch, samples,
+//                       units_per_sample, median_ns, p90_ns (ns per unit), baseline, ratio_to_baseline, samples,
 //                       checksum, peak_rss_bytes, peak_rss_growth_bytes, bytes_per_link (deep-chain
 //                       only, else null), optimized, error. Progress and the total checksum go to stderr.
 //   --smoke             every case once, tiny sizes, no warm-up: proves the executable completes (CI).
