@@ -172,8 +172,11 @@ extension Promise {
     if promises.isEmpty { return Promise<[Value]>([], file: file, line: line) }
     let aggregate = AllPromise<Value>(count: promises.count, file: file, line: line)
     aggregate.upstream = UpstreamGroup(promises)
+    // The metatype is looked up once: in unspecialized code each `AllInputNode<Value>(…)`
+    // would otherwise look its generic metadata up again, per input.
+    let node = AllInputNode<Value>.self
     for (index, promise) in promises.enumerated() {
-      promise.register(AllInputNode(aggregate: aggregate, index: index))
+      promise.register(node.init(aggregate: aggregate, index: index))
     }
     return aggregate
   }

@@ -124,6 +124,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   ///   - file: The file that creates the promise, for diagnostics; leave the default.
   ///   - line: The line that creates the promise, for diagnostics; leave the default.
   /// - Returns: The pending promise and the resolver that settles it.
+  @inlinable
   public static func pending(
     file: StaticString = #fileID, line: UInt = #line
   ) -> (promise: Promise<Value>, resolver: Resolver) {
@@ -292,8 +293,11 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Rejects the promise with `error` unless it has settled; schedules its callbacks.
   @discardableResult
   final func settle(error: any Error) -> Bool {
+    // Settling twice is common (a resolver released after fulfilling, a losing input): skip
+    // the dynamic cast below when the promise has visibly settled already.
+    if settledFlag.load(ordering: .acquiring) { return false }
     // Work that rejects itself with `CancellationError` is treated as cancelled.
-    settle(error: error, cancelling: error is CancellationError).settled
+    return settle(error: error, cancelling: error is CancellationError).settled
   }
 
   /// Settles the promise with `result` unless it has settled.
@@ -459,14 +463,19 @@ struct PromiseFlags: OptionSet {
 }
 
 /// Keeps a pending promise settleable; when the last resolver copy goes, the promise breaks.
+@usableFromInline
 final class ResolverToken<Value: Sendable>: Sendable {
-  let promise: Promise<Value>
+  @usableFromInline let promise: Promise<Value>
 
+  @usableFromInline
   init(_ promise: Promise<Value>) {
     self.promise = promise
   }
 
   deinit {
+    // Most promises have settled by the time their last resolver goes: build the error (its
+    // creation site is a `String`) only for one that is still pending.
+    guard promise.isLiveObserver else { return }
     promise.settle(error: PromiseError.brokenPromise(createdAt: promise.creationSite))
   }
 }
@@ -479,8 +488,9 @@ extension Promise {
   /// ignored. When every copy has been released and the promise is still pending, it is
   /// rejected with `PromiseError.brokenPromise`.
   public struct Resolver: Sendable {
-    let token: ResolverToken<Value>
+    @usableFromInline let token: ResolverToken<Value>
 
+    @usableFromInline
     init(_ token: ResolverToken<Value>) {
       self.token = token
     }
