@@ -72,7 +72,9 @@ extension TestServer {
   /// Waits (at most 5 s, off the cooperative pool) until `count` requests have arrived.
   func arrived(_ count: Int) async -> Bool {
     let server = self.server
-    return await offThePool { server.waitForRequests(count: count) != nil }
+    // Generous: under ThreadSanitizer on a loaded 2-core machine a first request has been seen
+    // to take over 5 s to arrive. The suites' time limit still bounds the whole test.
+    return await offThePool { server.waitForRequests(count: count, timeout: .seconds(30)) != nil }
   }
 }
 
@@ -167,7 +169,7 @@ extension HTTPError {
 /// Waits, polling every 10 ms for at most `limit`, until `condition` holds; returns whether it did.
 ///
 /// For conditions that no callback announces (a server noticing a closed socket).
-func eventually(within limit: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+func eventually(within limit: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
   let end = ContinuousClock.now + limit
   while ContinuousClock.now < end {
     if condition() { return true }
