@@ -20,11 +20,16 @@ public struct LoopbackServerError: Error, CustomStringConvertible, Sendable {
 /// Thin wrappers over the socket calls the server uses; all IO is blocking.
 enum Socket {
   /// Opens a TCP socket listening on `address` at an ephemeral port; returns it and the port.
-  static func listen(on address: String) throws(LoopbackServerError) -> (fd: Int32, port: Int) {
+  ///
+  /// With `listening: false` the port is only bound: it stays reserved, and a connection to it is
+  /// refused (no `SO_REUSEADDR`, so no other socket can take it meanwhile).
+  static func listen(
+    on address: String, listening: Bool = true
+  ) throws(LoopbackServerError) -> (fd: Int32, port: Int) {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw LoopbackServerError(operation: "socket", code: errno) }
     var one: Int32 = 1
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    if listening { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) }
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
     addr.sin_port = 0
@@ -42,7 +47,7 @@ enum Socket {
       close(fd)
       throw LoopbackServerError(operation: "bind(\(address))", code: code)
     }
-    guard Glibc.listen(fd, 256) == 0 else {
+    guard !listening || Glibc.listen(fd, 256) == 0 else {
       let code = errno
       close(fd)
       throw LoopbackServerError(operation: "listen(\(address))", code: code)

@@ -86,10 +86,13 @@ struct HTTPClientTests {
   }
 
   @Test func connectionRefusedRejectsWithATransportError() async throws {
-    let port = try await withServer({ _ in }) { server in server.server.port }
-    // The server has stopped: nothing listens on its port any more.
-    let client = HTTPClient(baseURL: URL(string: "http://127.0.0.1:\(port)/")!, retryPolicy: .none)
+    // A reserved port nothing listens on (a stopped server's port could be reused by a server
+    // another test starts meanwhile).
+    let closed = try ClosedPort()
+    let port = closed.port
+    let client = HTTPClient(baseURL: closed.baseURL, retryPolicy: .none)
     let (result, elapsed) = await outcome(of: client.get("x"))
+    withExtendedLifetime(closed) {}
     report("connection refused", result, elapsed)
     guard case .transport(let error, let url)? = httpError(result) else { return }
     #expect(error.code == .cannotConnectToHost)
