@@ -2,14 +2,17 @@ import Dispatch
 import Synchronization
 
 /// Several upstream promises, for cancelling the inputs of an aggregate together.
-final class UpstreamGroup: _PromiseNode, @unchecked Sendable {
-  // Safety: `members` is immutable.
-  let members: [_PromiseNode]
+class UpstreamGroup: _PromiseNode, @unchecked Sendable {
+  // Safety: `stored` is immutable.
+  private let stored: [_PromiseNode]
 
   init(_ members: [_PromiseNode]) {
-    self.members = members
+    self.stored = members
     super.init(queue: nil)
   }
+
+  /// The upstream promises; read only to cancel them or to walk the chain (rare).
+  var members: [_PromiseNode] { stored }
 
   override func cancelFromDownstream() -> _PromiseNode? {
     for member in members {
@@ -19,6 +22,22 @@ final class UpstreamGroup: _PromiseNode, @unchecked Sendable {
   }
 
   override var upstreamMembers: [_PromiseNode]? { members }
+}
+
+/// An `UpstreamGroup` that keeps the typed array it was given.
+///
+/// Converting `[Promise<Value>]` to `[_PromiseNode]` in unspecialized code costs an
+/// element-by-element cast; the conversion is deferred to the rare reads of `members`.
+final class TypedUpstreamGroup<Value: Sendable>: UpstreamGroup, @unchecked Sendable {
+  // Safety: `promises` is immutable.
+  private let promises: [Promise<Value>]
+
+  init(_ promises: [Promise<Value>]) {
+    self.promises = promises
+    super.init([])
+  }
+
+  override var members: [_PromiseNode] { promises.map { $0 } }
 }
 
 /// Calls `action` inline with the outcome of the promise it is registered on.
@@ -171,7 +190,7 @@ extension Promise {
   ) -> Promise<[Value]> {
     if promises.isEmpty { return Promise<[Value]>([], file: file, line: line) }
     let aggregate = AllPromise<Value>(count: promises.count, file: file, line: line)
-    aggregate.upstream = UpstreamGroup(promises)
+    aggregate.upstream = TypedUpstreamGroup(promises)
     // The metatype is looked up once: in unspecialized code each `AllInputNode<Value>(…)`
     // would otherwise look its generic metadata up again, per input.
     let node = AllInputNode<Value>.self
