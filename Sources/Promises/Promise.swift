@@ -341,14 +341,6 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     return (true, upstream)
   }
 
-  /// Rejects without the cancellation side effects (older spelling used by combinators).
-  final func settle(
-    error: any Error, onlyIfSoleObserver: Bool
-  ) -> (settled: Bool, upstream: _PromiseNode?) {
-    settle(
-      error: error, cancelling: error is CancellationError, onlyIfUnobserved: onlyIfSoleObserver)
-  }
-
   /// Takes the user's closure out of a link whose body has not run (called under the lock).
   func detachBody() -> Any? { nil }
 
