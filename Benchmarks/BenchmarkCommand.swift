@@ -14,9 +14,12 @@ enum BenchmarkCommand {
     if !isOptimized { printError(Report.debugBanner) }
 
     let plan = Plan(smoke: options.smoke, samplesOverride: options.samples)
-    let cases = plan.allCases().filter { benchCase in
-      options.filter.map { benchCase.name.contains($0) } ?? true
-    }
+    let all = plan.allCases()
+    // A full case name selects just that case ("chain/promise", not also "deep-chain/promise").
+    let exact = all.filter { $0.name == options.filter }
+    let cases =
+      exact.isEmpty
+      ? all.filter { benchCase in options.filter.map { benchCase.name.contains($0) } ?? true } : exact
     guard !cases.isEmpty else {
       printError("error: no case matches --filter \(options.filter ?? "")")
       return 1

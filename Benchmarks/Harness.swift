@@ -13,7 +13,8 @@ struct Options {
 
   static let usage = """
     usage: Benchmarks [--filter SUBSTRING] [--json] [--smoke] [--samples N]
-      --filter SUBSTRING  run only the cases whose name (workload/variant) contains SUBSTRING
+      --filter SUBSTRING  run only the cases whose name (workload/variant) contains SUBSTRING;
+                          a full name (chain/promise) runs just that case
       --json              print a JSON array of results on stdout (progress goes to stderr)
       --smoke             run every case once with tiny sizes (CI: proves the executable completes)
       --samples N         exactly N timed samples per case (deep-chain: at most its default of 3);

@@ -3,8 +3,8 @@
 //   swift run -c release Benchmarks [--filter SUBSTRING] [--json] [--smoke] [--samples N]
 //
 //   --filter SUBSTRING  run only cases whose name ("workload/variant", e.g. "chain/promise") contains
-//                       it. Ratios need the workload's `dispatch` case: filter on a workload name
-//                       ("--filter contention") to keep it.
+//                       it; a full name runs just that case. Ratios need the workload's `dispatch`
+//                       case: filter on a workload name ("--filter contention") to keep it.
 //   --json              a JSON array on stdout, one object per case: name, workload, variant, unit,
 //                       units_per_sample, median_ns, p90_ns (ns per unit), baseline, ratio_to_baseline, samples,
 //                       checksum, peak_rss_bytes, peak_rss_growth_bytes, bytes_per_link (deep-chain

@@ -66,7 +66,8 @@ extension Promise {
   /// - Throws: The rejection error; `PromiseError.timedOut` when time is up first (the
   ///   promise itself is left pending); `PromiseError.waitWouldDeadlock` when called on a
   ///   queue that the promise still needs to settle (a callback queue of the pending chain),
-  ///   where blocking would deadlock.
+  ///   where blocking would deadlock (checked once the promise has stayed pending for a
+  ///   millisecond, so short waits do not pay for walking the chain).
   public func wait(timeout: Double) throws -> Value {
     // NaN and negative waits are treated as zero; infinite or huge ones as no limit.
     let seconds = timeout.isNaN ? 0 : max(0, timeout)
@@ -80,17 +81,38 @@ extension Promise {
   /// See `wait(timeout:)` taking seconds.
   public func wait(timeout: Duration) throws -> Value {
     if let result { return try result.get() }
-    try checkWaitWouldNotDeadlock()
     let node = SignalNode()
     register(node)
     let (seconds, attoseconds) = timeout.components
     let nanoseconds = Double(seconds) * 1e9 + Double(attoseconds) / 1e9
     let deadline: DispatchTime =
       nanoseconds >= Double(Int64.max / 2) ? .distantFuture : .now() + .nanoseconds(Int(nanoseconds))
-    if node.semaphore.wait(timeout: deadline) == .timedOut, isPending {
-      node.retire()
-      throw PromiseError.timedOut(after: timeout, createdAt: creationSite)
+    // Most waits end quickly. The deadlock check walks every pending link of the chain, so it
+    // runs only once the promise has stayed pending for a moment: a wait that would deadlock
+    // is still reported, after blocking its queue for at most `deadlockCheckDelay`.
+    let firstDeadline = min(deadline, .now() + Self.deadlockCheckDelay)
+    if node.semaphore.wait(timeout: firstDeadline) == .timedOut {
+      do {
+        try checkWaitWouldNotDeadlock()
+      } catch {
+        node.retire()
+        throw error
+      }
+      if deadline > firstDeadline, node.semaphore.wait(timeout: deadline) == .success {
+        return try settledResultAfterWait()
+      }
+      if isPending {
+        node.retire()
+        throw PromiseError.timedOut(after: timeout, createdAt: creationSite)
+      }
     }
+    return try settledResultAfterWait()
+  }
+
+  /// How long `wait` blocks before it looks for a deadlock.
+  private static var deadlockCheckDelay: DispatchTimeInterval { .milliseconds(1) }
+
+  private func settledResultAfterWait() throws -> Value {
     guard let result else {
       preconditionFailure("Promises: wait woke up before the promise settled")
     }

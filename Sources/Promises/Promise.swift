@@ -133,6 +133,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   deinit {
+    // A pending promise goes only with its callbacks' chains (they hold it as `upstream`),
+    // unless internal code dropped it; either way the list's references must go too.
+    if state.first != nil { state.releaseCallbacks() }
     if state.phase == .fulfilled { destroyValue() }
     if state.phase == .rejected, !flags.contains(.observed), let error = state.error,
       !(error is CancellationError)
@@ -260,11 +263,12 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     let action: PromiseState.RegisterAction = state.isPending ? state.register(node) : .runNow
     lock.unlock()
     guard action == .runNow else { return }
+    // The run list owns a reference to the node, as a promise's callback list would.
     if let queue = node.queue {
-      Drain.dispatch(node, on: queue)
+      Drain.dispatch(Unmanaged.passRetained(node), on: queue)
     } else {
-      node.next = nil
-      Drain.schedule(node)
+      node.link = nil
+      Drain.schedule(Unmanaged.passRetained(node))
     }
   }
 

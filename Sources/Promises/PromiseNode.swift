@@ -16,14 +16,19 @@ import Synchronization
 /// Nodes are linked intrusively through `next`, first in their source's callback list and then
 /// in a drain's run list, so registering and scheduling a callback allocate nothing.
 ///
-/// Thread safety: `next` is owned by whoever currently holds the node — the
+/// Thread safety: `link` is owned by whoever currently holds the node — the
 /// source promise's lock while the node waits in its callback list, then the single drain
 /// that runs it. A node is in at most one list at a time and fires once per registration,
 /// so these fields are never touched by two threads at once; the hand-offs between owners
 /// go through a lock release/acquire or `DispatchQueue.async`, which order the accesses.
+///
+/// Ownership: a list owns one strong reference to each node in it, taken when the node is
+/// registered (`Unmanaged.passRetained`) and given back when a drain fires it. The links
+/// themselves are unmanaged, so moving a node from its promise's list to a drain's list and
+/// through the drain costs no reference counting.
 public class _PromiseNode: @unchecked Sendable {
-  /// The next node in the list this node is in.
-  @usableFromInline @exclusivity(unchecked) final var next: _PromiseNode?
+  /// The next node in the list this node is in (the list owns it; see the class note).
+  @usableFromInline @exclusivity(unchecked) final var link: Unmanaged<_PromiseNode>?
   /// The queue the node's callback runs on; `nil` for internal forwarding that runs inline.
   @usableFromInline @exclusivity(unchecked) final var queue: DispatchQueue?
 
@@ -31,6 +36,9 @@ public class _PromiseNode: @unchecked Sendable {
   init(queue: DispatchQueue?) {
     self.queue = queue
   }
+
+  /// The next node in the list this node is in, for walks that do not change the list.
+  final var next: _PromiseNode? { link?.takeUnretainedValue() }
 
   /// Runs the callback once the promise it was registered on has settled.
   ///
@@ -64,9 +72,10 @@ public class _PromiseNode: @unchecked Sendable {
   /// Visits every pending node that `start` waits on, transitively (through adopted promises,
   /// sources and the inputs of aggregates), until `visit` returns `true`.
   ///
-  /// Follows a single chain without allocating; past 64 steps or at an aggregate it keeps a
-  /// visited set, so a walk ends even if it meets a cycle it is not looking for. `limit`
-  /// bounds the number of nodes visited (`nil`: no bound).
+  /// Follows a single chain without allocating, and stops if the chain loops back on itself
+  /// (Brent's cycle detection: a checkpoint node moved at powers of two). At an aggregate it
+  /// switches to a walk with a visited set. `limit` bounds the number of nodes visited (`nil`:
+  /// no bound).
   /// - Returns: Whether `visit` returned `true`.
   static func walkUpstream(
     from start: _PromiseNode, limit: Int? = nil,
@@ -74,19 +83,28 @@ public class _PromiseNode: @unchecked Sendable {
   ) -> Bool {
     var node: _PromiseNode? = start
     var steps = 0
-    while let current = node, steps < 64 {
+    var checkpoint: _PromiseNode?
+    var power = 1
+    var sinceCheckpoint = 0
+    while let current = node {
       if let members = current.upstreamMembers {
         return walkUpstreamSlowly(from: members, steps: steps, limit: limit, visit)
       }
       let (pending, queue, upstream) = current.walkStep()
       guard pending else { return false }
       if visit(current, queue) { return true }
-      node = upstream
       steps += 1
       if let limit, steps >= limit { return false }
+      guard let upstream, upstream !== checkpoint else { return false }
+      sinceCheckpoint += 1
+      if sinceCheckpoint == power {
+        checkpoint = current
+        power &*= 2
+        sinceCheckpoint = 0
+      }
+      node = upstream
     }
-    guard let node else { return false }
-    return walkUpstreamSlowly(from: [node], steps: steps, limit: limit, visit)
+    return false
   }
 
   private static func walkUpstreamSlowly(
@@ -138,14 +156,17 @@ public class _PromiseNode: @unchecked Sendable {
 /// reordered behind blocks that arrived on the queue meanwhile.
 @usableFromInline
 final class Drain {
+  /// A run list: nodes linked through `link`, each owned (+1) by the list.
+  @usableFromInline typealias Node = Unmanaged<_PromiseNode>
+
   // Only its own thread touches a drain: exclusivity is trivially kept.
   /// The queue whose block this thread runs; `nil` outside such a block.
   @exclusivity(unchecked) var queue: DispatchQueue?
   @exclusivity(unchecked) var isActive = false
-  @exclusivity(unchecked) var head: _PromiseNode?
-  @exclusivity(unchecked) var tail: _PromiseNode?
-  @exclusivity(unchecked) var internalHead: _PromiseNode?
-  @exclusivity(unchecked) var internalTail: _PromiseNode?
+  @exclusivity(unchecked) var head: Node?
+  @exclusivity(unchecked) var tail: Node?
+  @exclusivity(unchecked) var internalHead: Node?
+  @exclusivity(unchecked) var internalTail: Node?
   /// The internal list is being emptied further up this thread's stack.
   @exclusivity(unchecked) var isForwarding = false
 
@@ -163,19 +184,19 @@ final class Drain {
   }()
 
   /// The calling thread's drain, created on first use.
-  static var current: Drain {
+  static var current: Unmanaged<Drain> {
     if let pointer = pthread_getspecific(key) {
-      return Unmanaged<Drain>.fromOpaque(pointer).takeUnretainedValue()
+      return Unmanaged<Drain>.fromOpaque(pointer)
     }
-    let drain = Drain()
-    pthread_setspecific(key, Unmanaged.passRetained(drain).toOpaque())
+    let drain = Unmanaged.passRetained(Drain())
+    pthread_setspecific(key, drain.toOpaque())
     return drain
   }
 
   @inline(__always)
-  func append(_ node: _PromiseNode) {
+  func append(_ node: Node) {
     if let tail {
-      tail.next = node
+      tail._withUnsafeGuaranteedRef { $0.link = node }
     } else {
       head = node
     }
@@ -183,9 +204,9 @@ final class Drain {
   }
 
   @inline(__always)
-  func appendInternal(_ node: _PromiseNode) {
+  func appendInternal(_ node: Node) {
     if let internalTail {
-      internalTail.next = node
+      internalTail._withUnsafeGuaranteedRef { $0.link = node }
     } else {
       internalHead = node
     }
@@ -194,10 +215,12 @@ final class Drain {
 
   /// Fires queue nodes until the queue list is empty.
   func run() {
-    while let node = head {
-      head = node.next
+    while let first = head {
+      // The list's reference moves to `node` and is dropped after the node has fired.
+      let node = first.takeRetainedValue()
+      head = node.link
       if head == nil { tail = nil }
-      node.next = nil
+      node.link = nil
       node.fire()
     }
   }
@@ -205,41 +228,47 @@ final class Drain {
   /// Fires internal nodes until the internal list is empty.
   private func forward() {
     isForwarding = true
-    while let node = internalHead {
-      internalHead = node.next
+    while let first = internalHead {
+      let node = first.takeRetainedValue()
+      internalHead = node.link
       if internalHead == nil { internalTail = nil }
-      node.next = nil
+      node.link = nil
       node.fire()
     }
     isForwarding = false
   }
 
-  /// Schedules the nodes of a settled promise (`first`, linked by `next`, in registration order).
+  /// Schedules the nodes of a settled promise (`first`, linked in registration order, each
+  /// owned by the list).
   @usableFromInline
-  static func schedule(_ first: _PromiseNode) {
-    let drain = Drain.current
-    drain.enqueue(first)
-    if !drain.isForwarding, drain.internalHead != nil { drain.forward() }
+  static func schedule(_ first: Node) {
+    Drain.current._withUnsafeGuaranteedRef { drain in
+      drain.enqueue(first)
+      if !drain.isForwarding, drain.internalHead != nil { drain.forward() }
+    }
   }
 
   /// Sorts the nodes: internal ones to run now, same-queue ones to this block, the others
   /// dispatched, grouped per queue.
-  private func enqueue(_ first: _PromiseNode) {
+  private func enqueue(_ first: Node) {
     var batchQueue: DispatchQueue?
-    var batchHead: _PromiseNode?
-    var batchTail: _PromiseNode?
-    var node: _PromiseNode? = first
+    var batchHead: Node?
+    var batchTail: Node?
+    var node: Node? = first
     while let current = node {
-      node = current.next
-      current.next = nil
-      guard let target = current.queue else {
+      let target = current._withUnsafeGuaranteedRef { current in
+        node = current.link
+        current.link = nil
+        return current.queue
+      }
+      guard let target else {
         appendInternal(current)
         continue
       }
       if isActive && target === queue {
         append(current)
       } else if target === batchQueue, let tail = batchTail {
-        tail.next = current
+        tail._withUnsafeGuaranteedRef { $0.link = current }
         batchTail = current
       } else {
         if let batchHead, let batchQueue { Drain.dispatch(batchHead, on: batchQueue) }
@@ -251,24 +280,27 @@ final class Drain {
     if let batchHead, let batchQueue { Drain.dispatch(batchHead, on: batchQueue) }
   }
 
-  /// Runs `first` (and the nodes linked after it) in one block on `queue`.
-  static func dispatch(_ first: _PromiseNode, on queue: DispatchQueue) {
-    // The block captures only the node (its queue is `first.queue`): a smaller context.
+  /// Runs `first` (and the nodes linked after it, each owned by the list) in one block on
+  /// `queue`.
+  static func dispatch(_ first: Node, on queue: DispatchQueue) {
+    // The block captures only the node pointer (its queue is `first.queue`): a small context.
     queue.async {
-      Drain.current.runBlock(first, on: first.queue.unsafelyUnwrapped)
+      Drain.current._withUnsafeGuaranteedRef { $0.runBlock(first) }
     }
   }
 
-  private func runBlock(_ first: _PromiseNode, on queue: DispatchQueue) {
+  private func runBlock(_ first: Node) {
     // A block can start on a thread whose drain is busy only through nested execution
     // (for instance a callback that runs a queue's work synchronously); keep that drain's
     // list aside and restore it afterwards so neither list is reordered.
     let saved = (isActive, self.queue, head, tail)
     isActive = true
-    self.queue = queue
-    head = first
     var last = first
-    while let next = last.next { last = next }
+    first._withUnsafeGuaranteedRef { node in
+      self.queue = node.queue
+      while let next = last._withUnsafeGuaranteedRef({ $0.link }) { last = next }
+    }
+    head = first
     tail = last
     run()
     (isActive, self.queue, head, tail) = saved
@@ -277,8 +309,9 @@ final class Drain {
   /// Whether the calling thread is currently running callbacks for `queue`.
   static func isDraining(_ queue: DispatchQueue) -> Bool {
     guard let pointer = pthread_getspecific(key) else { return false }
-    let drain = Unmanaged<Drain>.fromOpaque(pointer).takeUnretainedValue()
-    return drain.isActive && drain.queue === queue
+    return Unmanaged<Drain>.fromOpaque(pointer)._withUnsafeGuaranteedRef { drain in
+      drain.isActive && drain.queue === queue
+    }
   }
 }
 

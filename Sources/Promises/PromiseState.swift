@@ -3,7 +3,10 @@
 /// `register`, `fulfill` and `reject` only compute what must happen; the promise that owns
 /// the state calls them under its lock and carries out the returned action after unlocking,
 /// so user code never runs under a lock. Callbacks are `_PromiseNode`s linked through
-/// `next`, newest first while pending; settling hands them back in registration order.
+/// `link`, newest first while pending; settling hands them back in registration order. The
+/// list owns one reference to each node (taken by `register`); `fulfill` and `reject` pass
+/// those references on with the list, and the owner of a state that is dropped while
+/// callbacks still wait must call `releaseCallbacks()`.
 ///
 /// The state is deliberately not generic: the fulfilled value is stored by the promise
 /// itself. Generic wrappers (`Result<Value, …>`, a generic enum) would make every access in
@@ -33,13 +36,17 @@ struct PromiseState {
   enum ResolveAction {
     /// The promise had already settled; the new outcome is dropped (rule 1).
     case ignored
-    /// Schedule these callbacks, in registration order (`nil` when there are none).
-    case schedule(first: _PromiseNode?)
+    /// Schedule these callbacks, in registration order (`nil` when there are none); the
+    /// caller now owns the list's references.
+    case schedule(first: Unmanaged<_PromiseNode>?)
   }
 
   @usableFromInline private(set) var phase: Phase
   /// The most recently registered callback while pending; `nil` once settled.
-  @usableFromInline private(set) var head: _PromiseNode?
+  @usableFromInline private(set) var first: Unmanaged<_PromiseNode>?
+
+  /// The most recently registered callback, for inspection.
+  var head: _PromiseNode? { first?.takeUnretainedValue() }
   /// The rejection error, once rejected.
   @usableFromInline private(set) var error: (any Error)?
 
@@ -91,8 +98,8 @@ struct PromiseState {
   @usableFromInline
   mutating func register(_ node: _PromiseNode) -> RegisterAction {
     guard phase == .pending else { return .runNow }
-    node.next = head
-    head = node
+    node.link = first
+    first = Unmanaged.passRetained(node)
     return .stored
   }
 
@@ -112,15 +119,30 @@ struct PromiseState {
   }
 
   /// Empties the list, reversing the newest-first links into registration order.
-  private mutating func takeCallbacks() -> _PromiseNode? {
-    var reversed: _PromiseNode?
-    var node = head
-    head = nil
+  private mutating func takeCallbacks() -> Unmanaged<_PromiseNode>? {
+    var reversed: Unmanaged<_PromiseNode>?
+    var node = first
+    first = nil
     while let current = node {
-      node = current.next
-      current.next = reversed
+      current._withUnsafeGuaranteedRef { current in
+        node = current.link
+        current.link = reversed
+      }
       reversed = current
     }
     return reversed
+  }
+
+  /// Drops the references the list holds, for a state dropped while callbacks still wait.
+  mutating func releaseCallbacks() {
+    var node = first
+    first = nil
+    while let current = node {
+      node = current._withUnsafeGuaranteedRef { current in
+        defer { current.link = nil }
+        return current.link
+      }
+      current.release()
+    }
   }
 }

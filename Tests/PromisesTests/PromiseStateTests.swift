@@ -11,13 +11,15 @@ struct PromiseStateTests {
     (0..<count).map { _ in _PromiseNode(queue: nil) }
   }
 
-  /// Follows `next` links from `first`.
-  private func list(from first: _PromiseNode?) -> [_PromiseNode] {
+  /// Follows the links from `first`, taking back the references the list owns.
+  private func list(from first: Unmanaged<_PromiseNode>?) -> [_PromiseNode] {
     var result: [_PromiseNode] = []
     var node = first
     while let current = node {
-      result.append(current)
-      node = current.next
+      let taken = current.takeRetainedValue()
+      result.append(taken)
+      node = taken.link
+      taken.link = nil
     }
     return result
   }
