@@ -209,41 +209,53 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
 
   /// Initializes the value storage; called once, before the fulfilled state is published.
   final func storeValue(_ value: Value) {
-    withUnsafeMutableBytes(of: &valueWords) { raw in
-      if Self.storesValueInline {
-        raw.baseAddress.unsafelyUnwrapped.initializeMemory(as: Value.self, to: value)
-      } else {
-        let box = UnsafeMutablePointer<Value>.allocate(capacity: 1)
-        box.initialize(to: value)
-        raw.storeBytes(of: UInt(bitPattern: box), as: UInt.self)
-      }
+    if Self.storesValueInline {
+      // Pointer arguments rather than `withUnsafe…` closures: in the unspecialized code a
+      // node runs, those closures are not inlined and cost a call and a context each.
+      initializeValue(at: &valueWords, to: value)
+    } else {
+      let box = UnsafeMutablePointer<Value>.allocate(capacity: 1)
+      box.initialize(to: value)
+      valueWords.0 = UInt(bitPattern: box)
     }
   }
 
   /// A copy of the value; only once fulfilled.
   final func loadValue() -> Value {
-    // By value, not `&valueWords`: an inout access counts as a modification, and concurrent
-    // readers of a settled promise would then race. The words are copied bit for bit; the
-    // `load` below makes the proper (retaining) copy of the value they hold.
-    withUnsafeBytes(of: valueWords) { raw in
-      if Self.storesValueInline {
-        return raw.load(as: Value.self)
-      }
-      let box = UnsafePointer<Value>(bitPattern: raw.load(as: UInt.self)).unsafelyUnwrapped
-      return box.pointee
+    // From a copy of the words, not `&valueWords`: an inout access counts as a modification,
+    // and concurrent readers of a settled promise would then race. The words are copied bit
+    // for bit; `copyValue` makes the proper (retaining) copy of the value they hold.
+    var words = valueWords
+    if Self.storesValueInline {
+      return copyValue(at: &words)
     }
+    return UnsafePointer<Value>(bitPattern: words.0).unsafelyUnwrapped.pointee
   }
 
   private func destroyValue() {
-    withUnsafeMutableBytes(of: &valueWords) { raw in
-      if Self.storesValueInline {
-        raw.baseAddress.unsafelyUnwrapped.assumingMemoryBound(to: Value.self).deinitialize(count: 1)
-      } else {
-        let box = UnsafeMutablePointer<Value>(bitPattern: raw.load(as: UInt.self)).unsafelyUnwrapped
-        box.deinitialize(count: 1)
-        box.deallocate()
-      }
+    if Self.storesValueInline {
+      // Trivial values (integers, plain structs) need no clean-up.
+      if !_isPOD(Value.self) { destroyValue(at: &valueWords) }
+    } else {
+      let box = UnsafeMutablePointer<Value>(bitPattern: valueWords.0).unsafelyUnwrapped
+      box.deinitialize(count: 1)
+      box.deallocate()
     }
+  }
+
+  @inline(__always)
+  private func initializeValue(at words: UnsafeMutableRawPointer, to value: Value) {
+    words.initializeMemory(as: Value.self, to: value)
+  }
+
+  @inline(__always)
+  private func copyValue(at words: UnsafeRawPointer) -> Value {
+    words.assumingMemoryBound(to: Value.self).pointee
+  }
+
+  @inline(__always)
+  private func destroyValue(at words: UnsafeMutableRawPointer) {
+    words.assumingMemoryBound(to: Value.self).deinitialize(count: 1)
   }
 
   // MARK: The primitive
