@@ -96,17 +96,19 @@ final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
 ///
 /// Values go straight into a buffer of `Element` (no `Optional<Element>` or `Result`, whose
 /// metadata unspecialized code would look up per element); `filled` records which slots are
-/// initialized so a rejected aggregate can clean up.
+/// initialized so a rejected aggregate can clean up. Both are raw buffers, not arrays: in
+/// unspecialized code an array write costs a uniqueness check and an exclusivity check.
 final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendable {
-  // Safety: `buffer`, `filled` and `remaining` are guarded by `lock`.
+  // Safety: the buffers' contents and `remaining` are guarded by `lock`.
   private let buffer: UnsafeMutablePointer<Element>
-  private var filled: [Bool]
+  private let filled: UnsafeMutablePointer<Bool>
   private let count: Int
-  private var remaining: Int
+  @exclusivity(unchecked) private var remaining: Int
 
   init(count: Int, file: StaticString, line: UInt) {
     self.buffer = UnsafeMutablePointer<Element>.allocate(capacity: count)
-    self.filled = Array(repeating: false, count: count)
+    self.filled = UnsafeMutablePointer<Bool>.allocate(capacity: count)
+    self.filled.initialize(repeating: false, count: count)
     self.count = count
     self.remaining = count
     super.init(queue: nil, file: file, line: line)
@@ -117,6 +119,7 @@ final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendab
       (buffer + index).deinitialize(count: 1)
     }
     buffer.deallocate()
+    filled.deallocate()
   }
 
   /// Records input `index`'s value; fulfils the aggregate with the last one.
@@ -134,9 +137,11 @@ final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendab
       return
     }
     // Move the values out: the slots are uninitialized again.
-    let values = Array(UnsafeMutableBufferPointer(start: buffer, count: count))
-    (buffer).deinitialize(count: count)
-    for index in 0..<count { filled[index] = false }
+    let values = Array(unsafeUninitializedCapacity: count) { target, initialized in
+      _ = target.moveInitialize(fromContentsOf: UnsafeMutableBufferPointer(start: buffer, count: count))
+      initialized = count
+    }
+    filled.update(repeating: false, count: count)
     lock.unlock()
     settle(value: values)
   }
@@ -192,10 +197,13 @@ extension Promise {
     let aggregate = AllPromise<Value>(count: promises.count, file: file, line: line)
     aggregate.upstream = TypedUpstreamGroup(promises)
     // The metatype is looked up once: in unspecialized code each `AllInputNode<Value>(…)`
-    // would otherwise look its generic metadata up again, per input.
+    // would otherwise look its generic metadata up again, per input. The loop runs over a
+    // buffer of the array: a generic `enumerated()` iterator looks metadata up per step.
     let node = AllInputNode<Value>.self
-    for (index, promise) in promises.enumerated() {
-      promise.register(node.init(aggregate: aggregate, index: index))
+    promises.withUnsafeBufferPointer { inputs in
+      for index in 0..<inputs.count {
+        inputs[index].register(node.init(aggregate: aggregate, index: index))
+      }
     }
     return aggregate
   }
