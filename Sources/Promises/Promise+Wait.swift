@@ -80,7 +80,9 @@ extension Promise {
   ///
   /// See `wait(timeout:)` taking seconds.
   public func wait(timeout: Duration) throws -> Value {
-    if let result { return try result.get() }
+    if settledFlag.load(ordering: .acquiring) || settlesWhileSpinning(within: timeout) {
+      return try settledResultAfterWait()
+    }
     let node = SignalNode()
     register(node)
     let (seconds, attoseconds) = timeout.components
@@ -112,11 +114,38 @@ extension Promise {
   /// How long `wait` blocks before it looks for a deadlock.
   private static var deadlockCheckDelay: DispatchTimeInterval { .milliseconds(1) }
 
-  private func settledResultAfterWait() throws -> Value {
-    guard let result else {
-      preconditionFailure("Promises: wait woke up before the promise settled")
+  /// How long `wait` polls before it blocks, in nanoseconds.
+  private static var spinNanoseconds: UInt64 { 50_000 }
+
+  /// Polls the settled flag for a few microseconds (at most `timeout`).
+  ///
+  /// A promise settling on another core meanwhile is collected without putting this thread
+  /// to sleep and waking it again, which costs more than the poll on a loaded machine.
+  private func settlesWhileSpinning(within timeout: Duration) -> Bool {
+    guard timeout > .zero else { return false }
+    let (seconds, attoseconds) = timeout.components
+    let limit =
+      seconds > 0 ? Self.spinNanoseconds : min(Self.spinNanoseconds, UInt64(attoseconds / 1_000_000_000))
+    let start = DispatchTime.now().uptimeNanoseconds
+    var polls = 0
+    while !settledFlag.load(ordering: .acquiring) {
+      polls &+= 1
+      if polls & 31 == 0, DispatchTime.now().uptimeNanoseconds &- start >= limit { return false }
     }
-    return try result.get()
+    return true
+  }
+
+  /// The outcome once settled: the value, or the rejection thrown (which counts as handled).
+  private func settledResultAfterWait() throws -> Value {
+    lock.lock()
+    flags.insert(.observed)
+    lock.unlock()
+    // Settled: the phase, value and error no longer change (see `Promise`'s safety note).
+    switch state.phase {
+    case .fulfilled: return loadValue()
+    case .rejected: throw state.error.unsafelyUnwrapped
+    case .pending: preconditionFailure("Promises: wait woke up before the promise settled")
+    }
   }
 
   /// Throws if the calling thread is running a queue that a pending link of this chain needs.
