@@ -243,6 +243,33 @@ struct PromiseWaitTests {
     #expect(try await aggregate.value == [2, 0])
   }
 
+  @Test func waitForTheTailOfALongChainWhoseFirstLinkNeedsTheQueueThrows() async throws {
+    // The walk follows 5,000 pending links (past the first 64 and with no visited set) to the
+    // one link that needs `queue`.
+    let queue = DispatchQueue(label: "tests.wait.long-chain")
+    let other = DispatchQueue(label: "tests.wait.long-chain.other")
+    let (source, resolver) = Promise<Int>.pending()
+    var tail = source.then(on: queue) { $0 + 1 }
+    for _ in 0..<5_000 { tail = tail.then(on: other) { $0 + 1 } }
+    let waited = tail
+    let result = await inBlock(on: queue) { try waited.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: queue)
+    resolver.fulfill(0)
+    #expect(try await waited.value == 5_001)
+  }
+
+  @Test func aWaitShorterThanTheDeadlockCheckDelayStillReportsTheDeadlock() async throws {
+    // 100 µs is less than the millisecond `wait` blocks before it looks for a deadlock: the
+    // check still runs before the wait reports a timeout.
+    let queue = DispatchQueue(label: "tests.wait.short")
+    let (source, resolver) = Promise<Int>.pending()
+    let needsQueue = source.then(on: queue) { $0 + 1 }
+    let result = await inBlock(on: queue) { try needsQueue.wait(timeout: .microseconds(100)) }
+    expectWouldDeadlock(result, queue: queue)
+    resolver.fulfill(1)
+    #expect(try await needsQueue.value == 2)
+  }
+
   @Test func waitFromADifferentQueueWorks() async throws {
     let chainQueue = DispatchQueue(label: "tests.wait.chain-queue")
     let waiterQueue = DispatchQueue(label: "tests.wait.waiter-queue")
