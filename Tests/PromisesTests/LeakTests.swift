@@ -268,4 +268,20 @@ struct LeakTests {
     resolver.fulfill(1)
     _ = await settledOutcome(of: other)
   }
+
+  @Test func aPendingPromiseThatGoesAwayReleasesTheCallbacksWaitingOnIt() {
+    // The callback list owns a reference to each waiting node. An internal promise with no
+    // resolver can go away while still pending (nothing will ever settle it); its nodes must go
+    // with it. (A node that holds its source, like a `then` link, keeps it alive instead.)
+    @inline(never) func make() -> (WeakObserver<Promise<Int>>, [WeakObserver<SignalNode>]) {
+      let promise = Promise<Int>(queue: nil, file: #fileID, line: #line)
+      let nodes = (0..<3).map { _ in SignalNode() }
+      for node in nodes { promise.register(node) }
+      #expect(promise.state.waitingCount == 3)
+      return (WeakObserver(promise), nodes.map { WeakObserver($0) })
+    }
+    let (promise, nodes) = make()
+    #expect(promise.isNil)
+    #expect(nodes.allSatisfy { $0.isNil }, "a waiting node outlived the promise it waited on")
+  }
 }
