@@ -16,31 +16,59 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     upstream = source
   }
 
-  final override func fire() {
-    // One lock acquisition reads the source and checks for cancellation together. The
-    // source stays referenced (as `upstream`) until this promise settles.
-    guard let source = takeSourceIfPending() else {
+  final override func fire() -> Unmanaged<_PromiseNode>? {
+    // One lock acquisition checks for cancellation and claims the body and the source: the
+    // source stays referenced (as `upstream`) until this promise settles, and no cancellation
+    // releases it meanwhile, so it is used here without a retain of its own.
+    guard let claimed = takeSourceIfPending() else {
       // Cancelled while waiting: the body must not run (its side effects were cancelled too).
       releaseBody()
-      return
+      return nil
     }
-    if isAdopting {
-      let inner = unsafeDowncast(source, to: Promise<Value>.self)
-      if inner.state.phase == .fulfilled {
-        settle(value: inner.loadValue())
-      } else {
+    let outcome = claimed._withUnsafeGuaranteedRef { source -> RunOutcome in
+      if isAdopting {
+        let inner = unsafeDowncast(source, to: Promise<Value>.self)
+        if inner.state.phase == .fulfilled {
+          return .settled(callbacks: fulfillTakingCallbacks(inner.loadValue()).first)
+        }
         settle(error: inner.state.error.unsafelyUnwrapped)
+        return .settled(callbacks: nil)
       }
-      return
+      return run(unsafeDowncast(source, to: Promise<Input>.self))
     }
-    run(unsafeDowncast(source, to: Promise<Input>.self))
+    // Adopting: the link now belongs to the inner promise, which may fire it any moment.
+    guard case .settled(let callbacks) = outcome else { return nil }
+    // Settling released `upstream`, unless a cancellation won the race and the settle was
+    // ignored: then this thread, which owns it, lets it go.
+    if upstream != nil { releaseUpstream() }
+    // The drain that fired this link schedules its callbacks.
+    return callbacks
+  }
+
+  /// What `run` did.
+  enum RunOutcome {
+    /// The link has started adopting another promise: it must not be touched any more.
+    case adopting
+    /// The link settled (or tried to); `callbacks` are its callbacks, still to schedule.
+    case settled(callbacks: Unmanaged<_PromiseNode>?)
+  }
+
+  /// Releases the source of a link whose settle was ignored.
+  private func releaseUpstream() {
+    lock.lock()
+    let upstream = self.upstream
+    self.upstream = nil
+    lock.unlock()
+    _ = upstream
   }
 
   /// Computes the outcome from the settled `source`; calls `settle` or `adopt`.
   ///
   /// Reads the source's fields directly rather than building a `Result`: in unspecialized
   /// generic code every `Result<Input, …>` costs a run-time metadata look-up.
-  func run(_ source: Promise<Input>) {}
+  /// A fulfilment hands its callbacks back (`fulfillTakingCallbacks`) for the firing drain to
+  /// schedule; other outcomes schedule their own.
+  func run(_ source: Promise<Input>) -> RunOutcome { .settled(callbacks: nil) }
 
   /// Drops the user's closure and what it captured.
   func releaseBody() {}
@@ -51,24 +79,29 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   /// on it, directly or through any chain of promises and aggregates. The link to `inner` is
   /// published before the walk: of two promises adopting each other at the same moment on two
   /// threads, at least one then sees the other's link and breaks the cycle.
-  final func adopt(_ inner: Promise<Value>) {
+  /// - Returns: Whether the link now waits on `inner` (and must not be touched any more).
+  final func adopt(_ inner: Promise<Value>) -> Bool {
     lock.lock()
     guard state.isPending else {
       lock.unlock()
       // Cancelled meanwhile: nobody else waits on the inner work.
       Promise<Value>.propagateCancellation(from: inner)
-      return
+      return false
     }
+    // The source is released and `inner` takes its place; until `inner` fires this link, a
+    // cancellation may take it (to cancel the inner work), so the claim ends here.
     upstream = inner
+    flags.remove(.bodyClaimed)
     queue = nil
     lock.unlock()
     let cycle = inner === self || _PromiseNode.walkUpstream(from: inner) { node, _ in node === self }
     if cycle {
       settle(error: PromiseError.chainingCycle(createdAt: creationSite))
-      return
+      return false
     }
     isAdopting = true
     inner.register(self)
+    return true
   }
 }
 
@@ -89,20 +122,21 @@ final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<I
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ source: Promise<Input>) {
+  override func run(_ source: Promise<Input>) -> RunOutcome {
     guard source.state.phase == .fulfilled else {
       body = nil
       settle(error: source.state.error.unsafelyUnwrapped)
-      return
+      return .settled(callbacks: nil)
     }
     do {
       let value = try body.unsafelyUnwrapped(source.loadValue())
       body = nil
-      settle(value: value)
+      return .settled(callbacks: fulfillTakingCallbacks(value).first)
     } catch {
       body = nil
       settle(error: error)
     }
+    return .settled(callbacks: nil)
   }
 
   override func releaseBody() { body = nil }
@@ -130,20 +164,21 @@ final class ThenPromisePromise<Input: Sendable, Value: Sendable>: DerivedPromise
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ source: Promise<Input>) {
+  override func run(_ source: Promise<Input>) -> RunOutcome {
     guard source.state.phase == .fulfilled else {
       body = nil
       settle(error: source.state.error.unsafelyUnwrapped)
-      return
+      return .settled(callbacks: nil)
     }
     do {
       let inner = try body.unsafelyUnwrapped(source.loadValue())
       body = nil
-      adopt(inner)
+      return adopt(inner) ? .adopting : .settled(callbacks: nil)
     } catch {
       body = nil
       settle(error: error)
     }
+    return .settled(callbacks: nil)
   }
 
   override func releaseBody() { body = nil }
@@ -169,20 +204,20 @@ final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, 
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ source: Promise<Value>) {
+  override func run(_ source: Promise<Value>) -> RunOutcome {
     guard source.state.phase == .rejected else {
       body = nil
-      settle(value: source.loadValue())
-      return
+      return .settled(callbacks: fulfillTakingCallbacks(source.loadValue()).first)
     }
     do {
       let value = try body.unsafelyUnwrapped(source.state.error.unsafelyUnwrapped)
       body = nil
-      settle(value: value)
+      return .settled(callbacks: fulfillTakingCallbacks(value).first)
     } catch {
       body = nil
       settle(error: error)
     }
+    return .settled(callbacks: nil)
   }
 
   override func releaseBody() { body = nil }
@@ -208,20 +243,20 @@ final class RecoverPromisePromise<Value: Sendable>: DerivedPromise<Value, Value>
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ source: Promise<Value>) {
+  override func run(_ source: Promise<Value>) -> RunOutcome {
     guard source.state.phase == .rejected else {
       body = nil
-      settle(value: source.loadValue())
-      return
+      return .settled(callbacks: fulfillTakingCallbacks(source.loadValue()).first)
     }
     do {
       let inner = try body.unsafelyUnwrapped(source.state.error.unsafelyUnwrapped)
       body = nil
-      adopt(inner)
+      return adopt(inner) ? .adopting : .settled(callbacks: nil)
     } catch {
       body = nil
       settle(error: error)
     }
+    return .settled(callbacks: nil)
   }
 
   override func releaseBody() { body = nil }
@@ -251,7 +286,7 @@ final class ObserverPromise<Value: Sendable>: DerivedPromise<Value, Value>, @unc
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ source: Promise<Value>) {
+  override func run(_ source: Promise<Value>) -> RunOutcome {
     let input = source.settledResult
     switch (body.unsafelyUnwrapped, input) {
     case (.onRejection(let handler), .failure(let error)): handler(error)
@@ -261,6 +296,7 @@ final class ObserverPromise<Value: Sendable>: DerivedPromise<Value, Value>, @unc
     }
     body = nil
     settle(input)
+    return .settled(callbacks: nil)
   }
 
   override func releaseBody() { body = nil }

@@ -83,12 +83,13 @@ final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
     return owner.isLiveObserver
   }
 
-  override func fire() {
+  override func fire() -> Unmanaged<_PromiseNode>? {
     let source = self.source.unsafelyUnwrapped
     self.source = nil
     let action = self.action.unsafelyUnwrapped
     self.action = nil
     action(source.settledResult)
+    return nil
   }
 }
 
@@ -167,7 +168,7 @@ final class AllInputNode<Element: Sendable>: _PromiseNode, @unchecked Sendable {
 
   override var isLiveObserver: Bool { aggregate.isLiveObserver }
 
-  override func fire() {
+  override func fire() -> Unmanaged<_PromiseNode>? {
     let source = self.source.unsafelyUnwrapped
     self.source = nil
     if source.state.phase == .fulfilled {
@@ -175,6 +176,7 @@ final class AllInputNode<Element: Sendable>: _PromiseNode, @unchecked Sendable {
     } else {
       aggregate.settle(error: source.state.error.unsafelyUnwrapped)
     }
+    return nil
   }
 }
 

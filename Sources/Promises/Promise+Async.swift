@@ -14,10 +14,11 @@ final class ContinuationNode<Value: Sendable>: _PromiseNode, @unchecked Sendable
     self.source = unsafeDowncast(source, to: Promise<Value>.self)
   }
 
-  override func fire() {
+  override func fire() -> Unmanaged<_PromiseNode>? {
     let source = self.source.unsafelyUnwrapped
     self.source = nil
     continuation.resume(with: source.settledResult)
+    return nil
   }
 }
 

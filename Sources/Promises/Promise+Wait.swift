@@ -18,8 +18,9 @@ final class SignalNode: _PromiseNode, @unchecked Sendable {
 
   override var isLiveObserver: Bool { !retired.load(ordering: .acquiring) }
 
-  override func fire() {
+  override func fire() -> Unmanaged<_PromiseNode>? {
     semaphore.signal()
+    return nil
   }
 }
 

@@ -136,7 +136,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     // A pending promise goes only with its callbacks' chains (they hold it as `upstream`),
     // unless internal code dropped it; either way the list's references must go too.
     if state.first != nil { state.releaseCallbacks() }
-    if state.phase == .fulfilled { destroyValue() }
+    if state.phase == .fulfilled, !(Self.storesValueInline && _isPOD(Value.self)) { destroyValue() }
     if state.phase == .rejected, !flags.contains(.observed), let error = state.error,
       !(error is CancellationError)
     {
@@ -287,10 +287,19 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Fulfils the promise with `value` unless it has settled; schedules its callbacks.
   @discardableResult
   final func settle(value: Value) -> Bool {
+    let (settled, first) = fulfillTakingCallbacks(value)
+    if let first { Drain.schedule(first) }
+    return settled
+  }
+
+  /// Fulfils the promise with `value` unless it has settled, and hands its callbacks to the
+  /// caller, which must schedule them on this thread's drain (a drain firing this promise's
+  /// link does so without looking the drain up again).
+  final func fulfillTakingCallbacks(_ value: Value) -> (settled: Bool, first: Drain.Node?) {
     lock.lock()
     guard state.isPending else {
       lock.unlock()
-      return false
+      return (false, nil)
     }
     storeValue(value)
     guard case .schedule(let first) = state.fulfill() else { preconditionFailure() }
@@ -302,8 +311,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     lock.unlock()
     // Released here, after unlocking: a deinit they trigger may run user code.
     _ = (upstream, extras)
-    if let first { Drain.schedule(first) }
-    return true
+    return (true, first)
   }
 
   /// Rejects the promise with `error` unless it has settled; schedules its callbacks.
@@ -331,8 +339,13 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// that has not started yet (rule 7: nothing a cancelled link captured stays alive while its
   /// source is pending). With `onlyIfUnobserved`, does nothing while a live observer still
   /// waits (a cancelled downstream promise cancels its upstream only if nobody else waits).
+  ///
+  /// `fromOutside` marks a cancellation (`cancel()`, `cancelFromDownstream()`), which any
+  /// thread may make at any moment: once a link's body is claimed by the thread firing it, that
+  /// thread owns the body and `upstream` (see `takeSourceIfPending`), and such a cancellation
+  /// leaves both to it.
   final func settle(
-    error: any Error, cancelling: Bool, onlyIfUnobserved: Bool = false
+    error: any Error, cancelling: Bool, onlyIfUnobserved: Bool = false, fromOutside: Bool = false
   ) -> (settled: Bool, upstream: _PromiseNode?) {
     lock.lock()
     guard state.isPending, !(onlyIfUnobserved && state.hasLiveObserver),
@@ -342,8 +355,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
       return (false, nil)
     }
     settledFlag.store(true, ordering: .releasing)
-    let upstream = self.upstream
-    self.upstream = nil
+    let claimed = fromOutside && flags.contains(.bodyClaimed)
+    let upstream = claimed ? nil : self.upstream
+    if !claimed { self.upstream = nil }
     let extras = self.extras
     self.extras = nil
     let body = cancelling && !flags.contains(.bodyClaimed) ? detachBody() : nil
@@ -372,13 +386,14 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
 
   /// For a node about to run: its source (the upstream that fired it), or `nil` when this
   /// promise has already settled (cancelled while it waited: the body must not run).
-  final func takeSourceIfPending() -> _PromiseNode? {
+  final func takeSourceIfPending() -> Unmanaged<_PromiseNode>? {
     lock.lock()
     defer { lock.unlock() }
     guard state.isPending else { return nil }
-    // From here on the firing thread owns the body: cancellation no longer detaches it.
+    // From here on the firing thread owns the body and `upstream`: a cancellation neither
+    // detaches the one nor releases the other, so the source needs no retain of its own.
     flags.insert(.bodyClaimed)
-    return upstream
+    return Unmanaged.passUnretained(upstream.unsafelyUnwrapped)
   }
 
   final func setUpstream(_ node: _PromiseNode) {
@@ -403,7 +418,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// the inputs of `all`, `race` and `timeout` — when this promise was its only observer.
   /// Does nothing if the promise has already settled.
   public func cancel() {
-    let (settled, upstream) = settle(error: CancellationError(), cancelling: true)
+    let (settled, upstream) = settle(error: CancellationError(), cancelling: true, fromOutside: true)
     guard settled else { return }
     Promise.propagateCancellation(from: upstream)
   }
@@ -418,7 +433,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
 
   override func cancelFromDownstream() -> _PromiseNode? {
     let (settled, upstream) = settle(
-      error: CancellationError(), cancelling: true, onlyIfUnobserved: true)
+      error: CancellationError(), cancelling: true, onlyIfUnobserved: true, fromOutside: true)
     return settled ? upstream : nil
   }
 

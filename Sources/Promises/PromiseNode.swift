@@ -43,7 +43,9 @@ public class _PromiseNode: @unchecked Sendable {
   /// Runs the callback once the promise it was registered on has settled.
   ///
   /// Overridden by every node kind.
-  func fire() {}
+  /// - Returns: The callbacks of a promise the node settled that the caller (the drain that
+  ///   fired it) must schedule, or `nil` when there are none or they were scheduled already.
+  func fire() -> Unmanaged<_PromiseNode>? { nil }
 
   /// Called by `register` before the node is linked: nodes that are not promises remember
   /// their source here (a promise node already knows it as its `upstream`).
@@ -221,8 +223,16 @@ final class Drain {
       head = node.link
       if head == nil { tail = nil }
       node.link = nil
-      node.fire()
+      if let callbacks = node.fire() { enqueueFromFire(callbacks) }
     }
+  }
+
+  /// Schedules the callbacks a node fired by this drain handed back (what `schedule` does,
+  /// without looking up the thread's drain).
+  @inline(__always)
+  private func enqueueFromFire(_ first: Node) {
+    enqueue(first)
+    if !isForwarding, internalHead != nil { forward() }
   }
 
   /// Fires internal nodes until the internal list is empty.
@@ -233,7 +243,7 @@ final class Drain {
       internalHead = node.link
       if internalHead == nil { internalTail = nil }
       node.link = nil
-      node.fire()
+      if let callbacks = node.fire() { enqueue(callbacks) }
     }
     isForwarding = false
   }

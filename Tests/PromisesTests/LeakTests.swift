@@ -284,4 +284,26 @@ struct LeakTests {
     #expect(promise.isNil)
     #expect(nodes.allSatisfy { $0.isNil }, "a waiting node outlived the promise it waited on")
   }
+
+  @Test func aLinkCancelledWhileItsBodyRunsLetsGoOfItsSource() async {
+    // Once a drain has claimed a link's body, a cancellation leaves the link's source to that
+    // drain; the body's outcome is then ignored, and the drain must still release the source.
+    let queue = DispatchQueue(label: "tests.leak.cancel-in-body")
+    @inline(never) func make() -> (Promise<Int>, WeakObserver<Promise<Int>>) {
+      let (source, resolver) = Promise<Int>.pending()
+      let link = Guarded<Promise<Int>?>(nil)
+      let created = source.then(on: queue) { value -> Int in
+        link.value?.cancel()
+        return value + 1
+      }
+      link.value = created
+      resolver.fulfill(1)
+      return (created, WeakObserver(source))
+    }
+    let (link, source) = make()
+    let outcome = await settledOutcome(of: link)
+    #expect(throws: CancellationError.self) { try outcome.get() }
+    await drainQueue(queue)
+    #expect(source.isNil, "the cancelled link still holds its source")
+  }
 }
