@@ -211,16 +211,20 @@ struct DiagnosticsTests {
 
   @Test func aCancelledChainIsNotReported() async {
     await withRecorder { recorder in
-      let line = #line + 2
+      let line = #line + 4  // the head; its two links are on the next line
       @inline(never) func drop() -> WeakObserver<Promise<Int>> {
-        let tail = Promise<Int>.pending().promise.then { $0 }.then { $0 }
-        tail.cancel()
+        // The resolver outlives the cancellation: released first, it would break the head
+        // and race the cancellation down the chain with a `brokenPromise` rejection.
+        let (head, resolver) = Promise<Int>.pending()
+        let tail = head.then { $0 }.then { $0 }
+        withExtendedLifetime(resolver) { tail.cancel() }
         return WeakObserver(tail)
       }
       let freed = drop()
       await drainQueue(.promises)
       #expect(freed.isNil)
       #expect(recorder.reports(at: site(line)).isEmpty)
+      #expect(recorder.reports(at: site(line + 1)).isEmpty)
     }
   }
 

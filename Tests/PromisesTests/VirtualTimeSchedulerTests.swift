@@ -74,6 +74,9 @@ struct VirtualTimeSchedulerTests {
     #expect(order.value == [.seconds(1), .seconds(2)])
     #expect(clock.pendingCount == 1)
     #expect(clock.nextDeadline == .seconds(6))
+    // Run the last item too: its closure holds the clock, which holds it while it waits.
+    #expect(clock.advance(to: .seconds(6)) == 1)
+    #expect(order.value == [.seconds(1), .seconds(2), .seconds(6)])
   }
 
   @Test("cancelling removes the work, lowers pendingCount and releases the closure")
