@@ -231,6 +231,11 @@ final class Drain {
   /// without looking up the thread's drain).
   @inline(__always)
   private func enqueueFromFire(_ first: Node) {
+    // The common case, the next link of a chain on this queue: straight onto the run list.
+    if isActive, first._withUnsafeGuaranteedRef({ $0.link == nil && $0.queue === queue }) {
+      append(first)
+      return
+    }
     enqueue(first)
     if !isForwarding, internalHead != nil { forward() }
   }
