@@ -158,17 +158,46 @@ public class _PromiseNode: @unchecked Sendable {
 /// reordered behind blocks that arrived on the queue meanwhile.
 @usableFromInline
 final class Drain {
-  /// A run list: nodes linked through `link`, each owned (+1) by the list.
+  /// A node in a run list, which owns one reference to it.
   @usableFromInline typealias Node = Unmanaged<_PromiseNode>
+
+  /// Nodes linked through `link`, first to last, each owned (+1) by the list.
+  struct RunList {
+    var head: Node?
+    var tail: Node?
+
+    var isEmpty: Bool { head == nil }
+
+    @inline(__always)
+    mutating func append(_ node: Node) {
+      if let tail {
+        tail._withUnsafeGuaranteedRef { $0.link = node }
+      } else {
+        head = node
+      }
+      tail = node
+    }
+
+    /// Removes the first node; the list's reference to it goes to the caller.
+    @inline(__always)
+    mutating func popFirst() -> _PromiseNode? {
+      guard let first = head else { return nil }
+      let node = first.takeRetainedValue()
+      head = node.link
+      if head == nil { tail = nil }
+      node.link = nil
+      return node
+    }
+  }
 
   // Only its own thread touches a drain: exclusivity is trivially kept.
   /// The queue whose block this thread runs; `nil` outside such a block.
   @exclusivity(unchecked) var queue: DispatchQueue?
   @exclusivity(unchecked) var isActive = false
-  @exclusivity(unchecked) var head: Node?
-  @exclusivity(unchecked) var tail: Node?
-  @exclusivity(unchecked) var internalHead: Node?
-  @exclusivity(unchecked) var internalTail: Node?
+  /// Nodes for `queue`, run in this block.
+  @exclusivity(unchecked) var queued = RunList()
+  /// Internal nodes (`queue == nil`), run at once.
+  @exclusivity(unchecked) var internalNodes = RunList()
   /// The internal list is being emptied further up this thread's stack.
   @exclusivity(unchecked) var isForwarding = false
 
@@ -195,34 +224,10 @@ final class Drain {
     return drain
   }
 
-  @inline(__always)
-  func append(_ node: Node) {
-    if let tail {
-      tail._withUnsafeGuaranteedRef { $0.link = node }
-    } else {
-      head = node
-    }
-    tail = node
-  }
-
-  @inline(__always)
-  func appendInternal(_ node: Node) {
-    if let internalTail {
-      internalTail._withUnsafeGuaranteedRef { $0.link = node }
-    } else {
-      internalHead = node
-    }
-    internalTail = node
-  }
-
   /// Fires queue nodes until the queue list is empty.
   func run() {
-    while let first = head {
-      // The list's reference moves to `node` and is dropped after the node has fired.
-      let node = first.takeRetainedValue()
-      head = node.link
-      if head == nil { tail = nil }
-      node.link = nil
+    // Each node's reference moves from the list to `node` and is dropped after it fired.
+    while let node = queued.popFirst() {
       if let callbacks = node.fire() { enqueueFromFire(callbacks) }
     }
   }
@@ -233,21 +238,17 @@ final class Drain {
   private func enqueueFromFire(_ first: Node) {
     // The common case, the next link of a chain on this queue: straight onto the run list.
     if isActive, first._withUnsafeGuaranteedRef({ $0.link == nil && $0.queue === queue }) {
-      append(first)
+      queued.append(first)
       return
     }
     enqueue(first)
-    if !isForwarding, internalHead != nil { forward() }
+    if !isForwarding, !internalNodes.isEmpty { forward() }
   }
 
   /// Fires internal nodes until the internal list is empty.
   private func forward() {
     isForwarding = true
-    while let first = internalHead {
-      let node = first.takeRetainedValue()
-      internalHead = node.link
-      if internalHead == nil { internalTail = nil }
-      node.link = nil
+    while let node = internalNodes.popFirst() {
       if let callbacks = node.fire() { enqueue(callbacks) }
     }
     isForwarding = false
@@ -259,7 +260,7 @@ final class Drain {
   static func schedule(_ first: Node) {
     Drain.current._withUnsafeGuaranteedRef { drain in
       drain.enqueue(first)
-      if !drain.isForwarding, drain.internalHead != nil { drain.forward() }
+      if !drain.isForwarding, !drain.internalNodes.isEmpty { drain.forward() }
     }
   }
 
@@ -267,8 +268,7 @@ final class Drain {
   /// dispatched, grouped per queue.
   private func enqueue(_ first: Node) {
     var batchQueue: DispatchQueue?
-    var batchHead: Node?
-    var batchTail: Node?
+    var batch = RunList()
     var node: Node? = first
     while let current = node {
       let target = current._withUnsafeGuaranteedRef { current in
@@ -277,22 +277,21 @@ final class Drain {
         return current.queue
       }
       guard let target else {
-        appendInternal(current)
+        internalNodes.append(current)
         continue
       }
       if isActive && target === queue {
-        append(current)
-      } else if target === batchQueue, let tail = batchTail {
-        tail._withUnsafeGuaranteedRef { $0.link = current }
-        batchTail = current
+        queued.append(current)
+      } else if target === batchQueue {
+        batch.append(current)
       } else {
-        if let batchHead, let batchQueue { Drain.dispatch(batchHead, on: batchQueue) }
+        if let head = batch.head, let batchQueue { Drain.dispatch(head, on: batchQueue) }
         batchQueue = target
-        batchHead = current
-        batchTail = current
+        batch = RunList()
+        batch.append(current)
       }
     }
-    if let batchHead, let batchQueue { Drain.dispatch(batchHead, on: batchQueue) }
+    if let head = batch.head, let batchQueue { Drain.dispatch(head, on: batchQueue) }
   }
 
   /// Runs `first` (and the nodes linked after it, each owned by the list) in one block on
@@ -308,17 +307,16 @@ final class Drain {
     // A block can start on a thread whose drain is busy only through nested execution
     // (for instance a callback that runs a queue's work synchronously); keep that drain's
     // list aside and restore it afterwards so neither list is reordered.
-    let saved = (isActive, self.queue, head, tail)
+    let saved = (isActive, self.queue, queued)
     isActive = true
     var last = first
     first._withUnsafeGuaranteedRef { node in
       self.queue = node.queue
       while let next = last._withUnsafeGuaranteedRef({ $0.link }) { last = next }
     }
-    head = first
-    tail = last
+    queued = RunList(head: first, tail: last)
     run()
-    (isActive, self.queue, head, tail) = saved
+    (isActive, self.queue, queued) = saved
   }
 
   /// Whether the calling thread is currently running callbacks for `queue`.
