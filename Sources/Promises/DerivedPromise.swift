@@ -88,12 +88,16 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
       Promise<Value>.propagateCancellation(from: inner)
       return false
     }
-    // The source is released and `inner` takes its place; until `inner` fires this link, a
-    // cancellation may take it (to cancel the inner work), so the claim ends here.
+    // `inner` takes the source's place; until `inner` fires this link, a cancellation may
+    // take it (to cancel the inner work), so the claim ends here.
+    let source = upstream
     upstream = inner
     flags.remove(.bodyClaimed)
     queue = nil
     lock.unlock()
+    // Released after unlocking: this may be the source's last reference (the drain that
+    // fired this link holds none), and its deinit may run user code.
+    withExtendedLifetime(source) {}
     let cycle = inner === self || _PromiseNode.walkUpstream(from: inner) { node, _ in node === self }
     if cycle {
       settle(error: PromiseError.chainingCycle(createdAt: creationSite))

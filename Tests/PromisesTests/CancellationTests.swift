@@ -336,4 +336,30 @@ struct CancellationTests {
     resolver.fulfill(2)
     #expect(try await other.value == 2)
   }
+
+  @Test func aSourceWhoseLastReleaseCancelsTheAdoptingLinkDoesNotDeadlock() async {
+    // The source's last reference goes when its link starts adopting another promise; the
+    // value's deinit then cancels that very link. That user code must not run under the
+    // link's lock (a spin lock: it would wait for itself forever). Only an optimised build
+    // lets go of the source that early: CI runs this suite in release mode too.
+    let link = Guarded<Promise<Int>?>(nil)
+    let inner = Promise<Int>.pending()
+    @inline(never) func start() {
+      let (source, resolver) = Promise<CancelsOnDeinit>.pending()
+      link.value = source.then { _ in inner.promise }
+      resolver.fulfill(CancelsOnDeinit(link))
+    }
+    start()
+    guard let adopting = link.value else { return }
+    let outcome = await settledOutcome(of: adopting)
+    #expect(throws: CancellationError.self) { try outcome.get() }
+    link.value = nil
+  }
+}
+
+/// Cancels the promise it is given when it goes away.
+private final class CancelsOnDeinit: Sendable {
+  let target: Guarded<Promise<Int>?>
+  init(_ target: Guarded<Promise<Int>?>) { self.target = target }
+  deinit { target.value?.cancel() }
 }
