@@ -398,8 +398,11 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
 
   final func setUpstream(_ node: _PromiseNode) {
     lock.lock()
-    if state.isPending { upstream = node }
+    var replaced: _PromiseNode? = node
+    if state.isPending { swap(&replaced, &upstream) }
     lock.unlock()
+    // Released after unlocking: a deinit it triggers may run user code.
+    withExtendedLifetime(replaced) {}
   }
 
   /// This promise's pending state, queue and upstream, read together under its lock.
