@@ -20,7 +20,7 @@ extension Promise {
     _ body: @escaping @Sendable (Value) throws -> NewValue
   ) -> Promise<NewValue> {
     let next = ThenValuePromise(source: self, queue: queue, file: file, line: line, body: body)
-    register(next)
+    registerLink(next)
     return next
   }
 
@@ -44,7 +44,7 @@ extension Promise {
     _ body: @escaping @Sendable (Value) throws -> Promise<NewValue>
   ) -> Promise<NewValue> {
     let next = ThenPromisePromise(source: self, queue: queue, file: file, line: line, body: body)
-    register(next)
+    registerLink(next)
     return next
   }
 
@@ -65,7 +65,7 @@ extension Promise {
     _ body: @escaping @Sendable (any Error) throws -> Value
   ) -> Promise<Value> {
     let next = RecoverValuePromise(source: self, queue: queue, file: file, line: line, body: body)
-    register(next)
+    registerLink(next)
     return next
   }
 
@@ -86,7 +86,7 @@ extension Promise {
     _ body: @escaping @Sendable (any Error) throws -> Promise<Value>
   ) -> Promise<Value> {
     let next = RecoverPromisePromise(source: self, queue: queue, file: file, line: line, body: body)
-    register(next)
+    registerLink(next)
     return next
   }
 
@@ -110,7 +110,7 @@ extension Promise {
     let next = ObserverPromise(
       source: self, queue: queue, file: file, line: line, body: .onRejection(body))
     next.markObserved()
-    register(next)
+    registerLink(next)
     return next
   }
 
@@ -131,7 +131,7 @@ extension Promise {
     _ body: @escaping @Sendable () -> Void
   ) -> Promise<Value> {
     let next = ObserverPromise(source: self, queue: queue, file: file, line: line, body: .always(body))
-    register(next)
+    registerLink(next)
     return next
   }
 
@@ -154,7 +154,7 @@ extension Promise {
     let next = ObserverPromise(
       source: self, queue: queue, file: file, line: line, body: .onResult(body))
     next.markObserved()
-    register(next)
+    registerLink(next)
     return next
   }
 

@@ -136,12 +136,24 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     // A pending promise goes only with its callbacks' chains (they hold it as `upstream`),
     // unless internal code dropped it; either way the list's references must go too.
     if state.first != nil { state.releaseCallbacks() }
-    if state.phase == .fulfilled, !(Self.storesValueInline && _isPOD(Value.self)) { destroyValue() }
-    if state.phase == .rejected, !flags.contains(.observed), let error = state.error,
-      !(error is CancellationError)
-    {
-      UnhandledRejection.report(error, site: CreationSite(fileStart, line))
+    switch state.phase {
+    case .fulfilled:
+      if !(Self.storesValueInline && _isPOD(Value.self)) { destroyValue() }
+    case .rejected:
+      if !flags.contains(.observed) { reportUnhandledRejection() }
+    case .pending:
+      break
     }
+  }
+
+  /// Reports a rejection nobody observed (cancellations excepted) to `UnhandledRejection`.
+  ///
+  /// Out of line: the type check it needs would otherwise cost every `deinit` a metadata
+  /// look-up, rejected or not.
+  @inline(never)
+  private func reportUnhandledRejection() {
+    guard let error = state.error, !(error is CancellationError) else { return }
+    UnhandledRejection.report(error, site: CreationSite(fileStart, line))
   }
 
   // MARK: Reading the state
@@ -268,6 +280,13 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   @usableFromInline
   final func register(_ node: _PromiseNode) {
     node.willRegister(on: self)
+    registerLink(node)
+  }
+
+  /// `register` for a node that needs no `willRegister` call: a promise derived from this
+  /// one, which already holds it as its `upstream`.
+  @usableFromInline
+  final func registerLink(_ node: _PromiseNode) {
     lock.lock()
     flags.insert(.observed)
     // Only a pending state is mutated: nodes of a settled promise read it without the lock,

@@ -95,7 +95,7 @@ struct PromiseState {
   }
 
   /// Stores `node` to run at settlement, or tells the caller to run it now.
-  @usableFromInline
+  @usableFromInline @inline(__always)
   mutating func register(_ node: _PromiseNode) -> RegisterAction {
     guard phase == .pending else { return .runNow }
     node.link = first
@@ -104,6 +104,7 @@ struct PromiseState {
   }
 
   /// Marks the state fulfilled (the owner stores the value); returns the callbacks to run.
+  @inline(__always)
   mutating func fulfill() -> ResolveAction {
     guard phase == .pending else { return .ignored }
     phase = .fulfilled
@@ -119,6 +120,7 @@ struct PromiseState {
   }
 
   /// Empties the list, reversing the newest-first links into registration order.
+  @inline(__always)
   private mutating func takeCallbacks() -> Unmanaged<_PromiseNode>? {
     var reversed: Unmanaged<_PromiseNode>?
     var node = first
