@@ -12,8 +12,7 @@ import Dispatch
 class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @unchecked Sendable {
   @usableFromInline
   init(source: Promise<Input>, queue: DispatchQueue, file: StaticString, line: UInt) {
-    super.init(queue: queue, file: file, line: line)
-    upstream = source
+    super.init(queue: queue, file: file, line: line, upstream: source)
   }
 
   final override func fire() -> Unmanaged<_PromiseNode>? {
@@ -127,20 +126,25 @@ final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<I
   }
 
   override func run(_ source: Promise<Input>) -> RunOutcome {
+    // Moved out of the link (no retain), and released before the outcome is published: what
+    // the closure captured is gone by the time anyone sees this promise settled.
+    let body = self.body.unsafelyUnwrapped
+    self.body = nil
     guard source.state.phase == .fulfilled else {
-      body = nil
+      _ = consume body
       settle(error: source.state.error.unsafelyUnwrapped)
       return .settled(callbacks: nil)
     }
+    let value: Value
     do {
-      let value = try body.unsafelyUnwrapped(source.loadValue())
-      body = nil
-      return .settled(callbacks: fulfillTakingCallbacks(value).first)
+      value = try body(source.loadValue())
     } catch {
-      body = nil
+      _ = consume body
       settle(error: error)
+      return .settled(callbacks: nil)
     }
-    return .settled(callbacks: nil)
+    _ = consume body
+    return .settled(callbacks: fulfillTakingCallbacks(value).first)
   }
 
   override func releaseBody() { body = nil }
@@ -169,20 +173,24 @@ final class ThenPromisePromise<Input: Sendable, Value: Sendable>: DerivedPromise
   }
 
   override func run(_ source: Promise<Input>) -> RunOutcome {
+    // As in `ThenValuePromise.run`.
+    let body = self.body.unsafelyUnwrapped
+    self.body = nil
     guard source.state.phase == .fulfilled else {
-      body = nil
+      _ = consume body
       settle(error: source.state.error.unsafelyUnwrapped)
       return .settled(callbacks: nil)
     }
+    let inner: Promise<Value>
     do {
-      let inner = try body.unsafelyUnwrapped(source.loadValue())
-      body = nil
-      return adopt(inner) ? .adopting : .settled(callbacks: nil)
+      inner = try body(source.loadValue())
     } catch {
-      body = nil
+      _ = consume body
       settle(error: error)
+      return .settled(callbacks: nil)
     }
-    return .settled(callbacks: nil)
+    _ = consume body
+    return adopt(inner) ? .adopting : .settled(callbacks: nil)
   }
 
   override func releaseBody() { body = nil }
@@ -209,19 +217,23 @@ final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, 
   }
 
   override func run(_ source: Promise<Value>) -> RunOutcome {
+    // As in `ThenValuePromise.run`.
+    let body = self.body.unsafelyUnwrapped
+    self.body = nil
     guard source.state.phase == .rejected else {
-      body = nil
+      _ = consume body
       return .settled(callbacks: fulfillTakingCallbacks(source.loadValue()).first)
     }
+    let value: Value
     do {
-      let value = try body.unsafelyUnwrapped(source.state.error.unsafelyUnwrapped)
-      body = nil
-      return .settled(callbacks: fulfillTakingCallbacks(value).first)
+      value = try body(source.state.error.unsafelyUnwrapped)
     } catch {
-      body = nil
+      _ = consume body
       settle(error: error)
+      return .settled(callbacks: nil)
     }
-    return .settled(callbacks: nil)
+    _ = consume body
+    return .settled(callbacks: fulfillTakingCallbacks(value).first)
   }
 
   override func releaseBody() { body = nil }
@@ -248,19 +260,23 @@ final class RecoverPromisePromise<Value: Sendable>: DerivedPromise<Value, Value>
   }
 
   override func run(_ source: Promise<Value>) -> RunOutcome {
+    // As in `ThenValuePromise.run`.
+    let body = self.body.unsafelyUnwrapped
+    self.body = nil
     guard source.state.phase == .rejected else {
-      body = nil
+      _ = consume body
       return .settled(callbacks: fulfillTakingCallbacks(source.loadValue()).first)
     }
+    let inner: Promise<Value>
     do {
-      let inner = try body.unsafelyUnwrapped(source.state.error.unsafelyUnwrapped)
-      body = nil
-      return adopt(inner) ? .adopting : .settled(callbacks: nil)
+      inner = try body(source.state.error.unsafelyUnwrapped)
     } catch {
-      body = nil
+      _ = consume body
       settle(error: error)
+      return .settled(callbacks: nil)
     }
-    return .settled(callbacks: nil)
+    _ = consume body
+    return adopt(inner) ? .adopting : .settled(callbacks: nil)
   }
 
   override func releaseBody() { body = nil }

@@ -53,8 +53,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   @usableFromInline
-  init(queue: DispatchQueue?, file: StaticString, line: UInt) {
+  init(queue: DispatchQueue?, file: StaticString, line: UInt, upstream: _PromiseNode? = nil) {
     self.state = PromiseState()
+    self.upstream = upstream
     self.fileStart = UnsafeRawPointer(file.utf8Start)
     self.line = UInt32(truncatingIfNeeded: line)
     super.init(queue: queue)
