@@ -2,6 +2,14 @@ import Dispatch
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Musl)
+  import Musl
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 /// Signals a semaphore when the promise it is registered on settles.
 final class SignalNode: _PromiseNode, @unchecked Sendable {
   // Safety: `semaphore` is immutable and thread-safe.
@@ -60,8 +68,9 @@ extension Promise {
   ///
   /// Meant for command-line tools, scripts and tests; in an app or on a server, chain with
   /// `then` or use `try await promise.value`, which block nothing. Never call it on the main
-  /// thread of an app. A wait polls for up to 50 µs before it blocks, so a promise settled
-  /// meanwhile on another core is collected without a sleep and a wake-up.
+  /// thread of an app. A wait polls for up to 50 µs before it blocks, yielding the processor
+  /// between polls: a promise settled meanwhile on another core is collected without a sleep
+  /// and a wake-up, and work that needs this core to settle it gets to run.
   ///
   /// - Parameter timeout: The longest time to wait, in seconds.
   /// - Returns: The value, if the promise is fulfilled in time.
@@ -122,7 +131,9 @@ extension Promise {
   /// Polls the settled flag for a few microseconds (at most `timeout`).
   ///
   /// A promise settling on another core meanwhile is collected without putting this thread
-  /// to sleep and waking it again, which costs more than the poll on a loaded machine.
+  /// to sleep and waking it again, which costs more than the poll. Each poll yields the
+  /// processor (`sched_yield`): when the work that settles the promise waits for this very
+  /// core (a loaded machine, or a process held to one CPU), a busy loop would only delay it.
   private func settlesWhileSpinning(within timeout: Duration) -> Bool {
     guard timeout > .zero else { return false }
     let (seconds, attoseconds) = timeout.components
@@ -132,7 +143,8 @@ extension Promise {
     var polls = 0
     while !settledFlag.load(ordering: .acquiring) {
       polls &+= 1
-      if polls & 31 == 0, DispatchTime.now().uptimeNanoseconds &- start >= limit { return false }
+      if polls & 3 == 0, DispatchTime.now().uptimeNanoseconds &- start >= limit { return false }
+      sched_yield()
     }
     return true
   }
