@@ -39,7 +39,7 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     guard case .settled(let callbacks) = outcome else { return nil }
     // Settling released `upstream`, unless a cancellation won the race and the settle was
     // ignored: then this thread, which owns it, lets it go.
-    if upstream != nil { releaseUpstream() }
+    if hasUpstream { releaseUpstream() }
     // The drain that fired this link schedules its callbacks.
     return callbacks
   }
