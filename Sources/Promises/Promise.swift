@@ -82,19 +82,8 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// promise does nothing.
   @usableFromInline
   final var upstream: _PromiseNode? {
-    get {
-      let bits = valueWords.0
-      guard bits != 0, state.phase != .fulfilled else { return nil }
-      return Self.unmanaged(bits, as: _PromiseNode.self).takeUnretainedValue()
-    }
-    set {
-      guard state.phase != .fulfilled else { return }
-      let old = valueWords.0
-      valueWords.0 = newValue.map(Self.retainedBits) ?? 0
-      // Never the last reference where it is set under the lock: every such caller read the
-      // old value first and releases it after unlocking.
-      if old != 0 { Self.unmanaged(old, as: _PromiseNode.self).release() }
-    }
+    get { reference(valueWords.0, as: _PromiseNode.self) }
+    set { replaceReference(&valueWords.0, with: newValue) }
   }
 
   /// Whether `upstream` is set, without retaining it.
@@ -102,17 +91,26 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
 
   /// Rarely used parts (cancellation handlers), allocated on demand; `nil` once fulfilled.
   final var extras: Extras? {
-    get {
-      let bits = valueWords.1
-      guard bits != 0, state.phase != .fulfilled else { return nil }
-      return Self.unmanaged(bits, as: Extras.self).takeUnretainedValue()
-    }
-    set {
-      guard state.phase != .fulfilled else { return }
-      let old = valueWords.1
-      valueWords.1 = newValue.map(Self.retainedBits) ?? 0
-      if old != 0 { Self.unmanaged(old, as: Extras.self).release() }
-    }
+    get { reference(valueWords.1, as: Extras.self) }
+    set { replaceReference(&valueWords.1, with: newValue) }
+  }
+
+  /// The object a value word holds while the promise is not fulfilled.
+  @inline(__always)
+  private func reference<Object: AnyObject>(_ bits: UInt, as type: Object.Type) -> Object? {
+    guard bits != 0, state.phase != .fulfilled else { return nil }
+    return Self.unmanaged(bits, as: type).takeUnretainedValue()
+  }
+
+  /// Stores `object` in a value word, releasing what it held; does nothing once fulfilled.
+  @inline(__always)
+  private func replaceReference<Object: AnyObject>(_ bits: inout UInt, with object: Object?) {
+    guard state.phase != .fulfilled else { return }
+    let old = bits
+    bits = object.map(Self.retainedBits) ?? 0
+    // Never the last reference where it is set under the lock: every such caller read the
+    // old value first and releases it after unlocking.
+    if old != 0 { Self.unmanaged(old, as: Object.self).release() }
   }
 
   /// Moves `upstream` and `extras` out of the value's storage (the caller owns what it gets):
