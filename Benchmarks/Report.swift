@@ -22,7 +22,7 @@ enum Report {
     var lines = [
       "Promises benchmarks — \(isOptimized ? "release (optimised)" : "DEBUG (unoptimised)") build"
         + (options.smoke ? ", SMOKE mode (tiny sizes, one sample: timings are meaningless)" : ""),
-      "ns per unit: median and p90 over the samples (taken round-robin across a workload's cases); "
+      "ns per unit: median and p90 over the samples (taken in rounds across a workload's cases, each round shuffled); "
         + "× dispatch = median ÷ the same workload's `dispatch` median (same run).",
     ]
     if let load = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) {
