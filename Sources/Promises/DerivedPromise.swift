@@ -24,17 +24,10 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
       releaseBody()
       return nil
     }
-    let outcome = claimed._withUnsafeGuaranteedRef { source -> RunOutcome in
-      if isAdopting {
-        let inner = unsafeDowncast(source, to: Promise<Value>.self)
-        if inner.state.phase == .fulfilled {
-          return .settled(callbacks: fulfillTakingCallbacks(inner.loadValue()).first)
-        }
-        settle(error: inner.state.error.unsafelyUnwrapped)
-        return .settled(callbacks: nil)
-      }
-      return run(unsafeDowncast(source, to: Promise<Input>.self))
-    }
+    let outcome =
+      isAdopting
+      ? finishAdopting(claimed)
+      : claimed._withUnsafeGuaranteedRef { run(unsafeDowncast($0, to: Promise<Input>.self)) }
     // Adopting: the link now belongs to the inner promise, which may fire it any moment.
     guard case .settled(let callbacks) = outcome else { return nil }
     // Settling released `upstream`, unless a cancellation won the race and the settle was
@@ -42,6 +35,22 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     if hasUpstream { releaseUpstream() }
     // The drain that fired this link schedules its callbacks.
     return callbacks
+  }
+
+  /// Settles this promise with the outcome of the promise it adopted, which has settled.
+  ///
+  /// Out of line: its copy of the value needs stack space sized at run time, which `fire`
+  /// would otherwise set up for every link.
+  @inline(never)
+  private func finishAdopting(_ claimed: Unmanaged<_PromiseNode>) -> RunOutcome {
+    claimed._withUnsafeGuaranteedRef { source in
+      let inner = unsafeDowncast(source, to: Promise<Value>.self)
+      if inner.state.phase == .fulfilled {
+        return .settled(callbacks: fulfillTakingCallbacks(inner.loadValue()).first)
+      }
+      settle(error: inner.state.error.unsafelyUnwrapped)
+      return .settled(callbacks: nil)
+    }
   }
 
   /// What `run` did.
@@ -135,16 +144,17 @@ final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<I
       settle(error: source.state.error.unsafelyUnwrapped)
       return .settled(callbacks: nil)
     }
-    let value: Value
+    // `value` is bound inside `do`: declared before it, the result would be moved through a
+    // second temporary (in the unspecialized code a link runs, one more value-witness call).
     do {
-      value = try body(source.loadValue())
+      let value = try body(source.loadValue())
+      _ = consume body
+      return .settled(callbacks: fulfillTakingCallbacks(value).first)
     } catch {
       _ = consume body
       settle(error: error)
       return .settled(callbacks: nil)
     }
-    _ = consume body
-    return .settled(callbacks: fulfillTakingCallbacks(value).first)
   }
 
   override func releaseBody() { body = nil }
@@ -181,16 +191,15 @@ final class ThenPromisePromise<Input: Sendable, Value: Sendable>: DerivedPromise
       settle(error: source.state.error.unsafelyUnwrapped)
       return .settled(callbacks: nil)
     }
-    let inner: Promise<Value>
     do {
-      inner = try body(source.loadValue())
+      let inner = try body(source.loadValue())
+      _ = consume body
+      return adopt(inner) ? .adopting : .settled(callbacks: nil)
     } catch {
       _ = consume body
       settle(error: error)
       return .settled(callbacks: nil)
     }
-    _ = consume body
-    return adopt(inner) ? .adopting : .settled(callbacks: nil)
   }
 
   override func releaseBody() { body = nil }
@@ -224,16 +233,15 @@ final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, 
       _ = consume body
       return .settled(callbacks: fulfillTakingCallbacks(source.loadValue()).first)
     }
-    let value: Value
     do {
-      value = try body(source.state.error.unsafelyUnwrapped)
+      let value = try body(source.state.error.unsafelyUnwrapped)
+      _ = consume body
+      return .settled(callbacks: fulfillTakingCallbacks(value).first)
     } catch {
       _ = consume body
       settle(error: error)
       return .settled(callbacks: nil)
     }
-    _ = consume body
-    return .settled(callbacks: fulfillTakingCallbacks(value).first)
   }
 
   override func releaseBody() { body = nil }
@@ -267,16 +275,15 @@ final class RecoverPromisePromise<Value: Sendable>: DerivedPromise<Value, Value>
       _ = consume body
       return .settled(callbacks: fulfillTakingCallbacks(source.loadValue()).first)
     }
-    let inner: Promise<Value>
     do {
-      inner = try body(source.state.error.unsafelyUnwrapped)
+      let inner = try body(source.state.error.unsafelyUnwrapped)
+      _ = consume body
+      return adopt(inner) ? .adopting : .settled(callbacks: nil)
     } catch {
       _ = consume body
       settle(error: error)
       return .settled(callbacks: nil)
     }
-    _ = consume body
-    return adopt(inner) ? .adopting : .settled(callbacks: nil)
   }
 
   override func releaseBody() { body = nil }

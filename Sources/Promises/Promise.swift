@@ -87,6 +87,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   /// Whether `upstream` is set, without retaining it.
+  @inline(__always)
   final var hasUpstream: Bool { valueWords.0 != 0 && state.phase != .fulfilled }
 
   /// Rarely used parts (cancellation handlers), allocated on demand; `nil` once fulfilled.
@@ -293,6 +294,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   /// Initializes the value storage; called once, before the fulfilled state is published.
+  @inline(__always)
   final func storeValue(_ value: Value) {
     if Self.storesValueInline {
       // Pointer arguments rather than `withUnsafe…` closures: in the unspecialized code a
