@@ -191,8 +191,13 @@ final class Drain {
   }
 
   // Only its own thread touches a drain: exclusivity is trivially kept.
-  /// The queue whose block this thread runs; `nil` outside such a block.
-  @exclusivity(unchecked) var queue: DispatchQueue?
+  /// The identity of the queue whose block this thread runs; meaningful only while
+  /// `isActive`.
+  ///
+  /// Only compared, never used to reach the queue: an identity rather than a reference, so
+  /// starting and ending a block does not retain and release the queue object, whose
+  /// reference count the threads creating callbacks for it are changing at the same time.
+  @exclusivity(unchecked) var queue: ObjectIdentifier?
   @exclusivity(unchecked) var isActive = false
   /// Nodes for `queue`, run in this block.
   @exclusivity(unchecked) var queued = RunList()
@@ -237,7 +242,7 @@ final class Drain {
   @inline(__always)
   private func enqueueFromFire(_ first: Node) {
     // The common case, the next link of a chain on this queue: straight onto the run list.
-    if isActive, first._withUnsafeGuaranteedRef({ $0.link == nil && $0.queue === queue }) {
+    if isActive, first._withUnsafeGuaranteedRef({ $0.link == nil && Drain.identity($0.queue) == queue }) {
       queued.append(first)
       return
     }
@@ -280,7 +285,7 @@ final class Drain {
         internalNodes.append(current)
         continue
       }
-      if isActive && target === queue {
+      if isActive && ObjectIdentifier(target) == queue {
         queued.append(current)
       } else if target === batchQueue {
         batch.append(current)
@@ -311,7 +316,7 @@ final class Drain {
     isActive = true
     var last = first
     first._withUnsafeGuaranteedRef { node in
-      self.queue = node.queue
+      self.queue = Drain.identity(node.queue)
       while let next = last._withUnsafeGuaranteedRef({ $0.link }) { last = next }
     }
     queued = RunList(head: first, tail: last)
@@ -319,11 +324,17 @@ final class Drain {
     (isActive, self.queue, queued) = saved
   }
 
+  /// The identity `queue` is compared by.
+  @inline(__always)
+  static func identity(_ queue: DispatchQueue?) -> ObjectIdentifier? {
+    queue.map(ObjectIdentifier.init)
+  }
+
   /// Whether the calling thread is currently running callbacks for `queue`.
   static func isDraining(_ queue: DispatchQueue) -> Bool {
     guard let pointer = pthread_getspecific(key) else { return false }
     return Unmanaged<Drain>.fromOpaque(pointer)._withUnsafeGuaranteedRef { drain in
-      drain.isActive && drain.queue === queue
+      drain.isActive && drain.queue == ObjectIdentifier(queue)
     }
   }
 }
