@@ -116,10 +116,9 @@ struct Measurement {
 /// Interleaving (sample 1 of every case, then sample 2 of every case, …) spreads the drift of a
 /// shared, noisy machine over all the cases of a workload instead of penalising whichever case
 /// happened to run while something else was busy; ratios within a workload stay comparable.
-/// Each round runs the cases in a new order (a fixed-seed shuffle, the same in every run): a
-/// sample depends on the one before it (which threads are awake, whose cache holds the memory
-/// the allocator hands out next), and in a fixed order every case always followed the same
-/// neighbour. Measured on the `chain` workload: the same `promise` case was 0.80×–0.87× of
+/// Each round runs the cases in a new, shuffled order: a sample depends on the one before it
+/// (which threads are awake, whose cache holds the memory the allocator hands out next), and
+/// in a fixed order every case always followed the same neighbour. Measured on the `chain` workload: the same `promise` case was 0.80×–0.87× of
 /// `dispatch` right after another promise case and 0.86×–1.05× right after `async-yield`.
 enum Runner {
   /// Runs `warmups` untimed runs of each case, then up to `samples` timed ones. With a `budget`,
@@ -132,30 +131,14 @@ enum Runner {
       for index in runs.indices { runs[index].warmUp() }
     }
     var order = Array(runs.indices)
-    var generator = SplitMix64(seed: 0x5EED)
     for sample in 0..<samples {
-      order.shuffle(using: &generator)
+      order.shuffle()
       for index in order {
         if let budget, sample >= minimumSamples, runs[index].timeSpent > budget { continue }
         runs[index].takeSample()
       }
     }
     return runs.map(\.measurement)
-  }
-}
-
-/// A small seeded generator (SplitMix64), so the order of the samples is the same in every run.
-struct SplitMix64: RandomNumberGenerator {
-  private var state: UInt64
-
-  init(seed: UInt64) { state = seed }
-
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }
 

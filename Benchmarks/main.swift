@@ -19,8 +19,8 @@
 //   A case has an untimed setup (e.g. creating the pending inputs) and a timed body. The body runs a
 //   few times to warm up, then N samples are timed with ContinuousClock. The cases of one workload
 //   are sampled in rounds (sample 1 of each case, then sample 2, …, each round in a new shuffled
-//   order, the same in every run), so the drift of a busy machine hits them all alike, no case
-//   always follows the same neighbour, and their ratios stay comparable. A sample does `units` units
+//   order), so the drift of a busy machine hits them all alike, no case always follows the same
+//   neighbour, and their ratios stay comparable. A sample does `units` units
 //   of work; the table shows nanoseconds per unit, median and 90th percentile over the samples. The
 //   body returns a value derived from its work (the tail's value, a sum reported by every callback,
 //   an order-sensitive sum of `all`'s array); it must equal the expected value, else the case FAILS,
