@@ -118,8 +118,9 @@ struct Measurement {
 /// happened to run while something else was busy; ratios within a workload stay comparable.
 /// Each round runs the cases in a new, shuffled order: a sample depends on the one before it
 /// (which threads are awake, whose cache holds the memory the allocator hands out next), and
-/// in a fixed order every case always followed the same neighbour. Measured on the `chain` workload: the same `promise` case was 0.80×–0.87× of
-/// `dispatch` right after another promise case and 0.86×–1.05× right after `async-yield`.
+/// in a fixed order every case always followed the same neighbour. Measured on the `chain`
+/// workload: the same `promise` case was 0.80×–0.87× of `dispatch` right after another promise
+/// case and 0.86×–1.05× right after `async-yield`.
 enum Runner {
   /// Runs `warmups` untimed runs of each case, then up to `samples` timed ones. With a `budget`,
   /// a case stops sampling once it has `minimumSamples` and its samples took longer than that.
