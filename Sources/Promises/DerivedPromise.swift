@@ -76,19 +76,35 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   /// generic code every `Result<Input, …>` costs a run-time metadata look-up.
   /// A fulfilment hands its callbacks back (`fulfillTakingCallbacks`) for the firing drain to
   /// schedule; other outcomes schedule their own.
-  func run(_ source: Promise<Input>) -> RunOutcome { .settled(callbacks: nil) }
+  ///
+  /// Every link kind overrides it (and `releaseBody`, `detachBody`): the defaults trap, since
+  /// a link that silently did nothing would leave its chain hanging.
+  func run(_ source: Promise<Input>) -> RunOutcome {
+    preconditionFailure("Promises: \(type(of: self)) does not override run(_:)")
+  }
 
   /// Drops the user's closure and what it captured.
-  func releaseBody() {}
+  func releaseBody() {
+    preconditionFailure("Promises: \(type(of: self)) does not override releaseBody()")
+  }
+
+  override func detachBody() -> Any? {
+    preconditionFailure("Promises: \(type(of: self)) does not override detachBody()")
+  }
 
   /// Settles this promise with the outcome of `inner`, once that settles.
   ///
   /// Rejects with `PromiseError.chainingCycle` instead when `inner` is this promise or waits
   /// on it, directly or through any chain of promises and aggregates. The link to `inner` is
-  /// published before the walk: of two promises adopting each other at the same moment on two
-  /// threads, at least one then sees the other's link and breaks the cycle.
-  /// - Returns: Whether the link now waits on `inner` (and must not be touched any more).
+  /// published in both directions (this promise's `upstream`, and this link in `inner`'s
+  /// callbacks) before the check, which needs both (see `adoptionClosesCycle`).
+  /// - Returns: Whether the link now belongs to `inner` (and must not be touched any more):
+  ///   `inner` fires it, even when the check has meanwhile rejected it for a cycle.
   final func adopt(_ inner: Promise<Value>) -> Bool {
+    if inner === self {
+      settle(error: PromiseError.chainingCycle(createdAt: creationSite))
+      return false
+    }
     lock.lock()
     guard state.isPending else {
       lock.unlock()
@@ -102,17 +118,20 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     upstream = inner
     flags.remove(.bodyClaimed)
     queue = nil
+    isAdopting = true
     lock.unlock()
     // Released after unlocking: this may be the source's last reference (the drain that
     // fired this link holds none), and its deinit may run user code.
     withExtendedLifetime(source) {}
-    let cycle = inner === self || _PromiseNode.walkUpstream(from: inner) { node, _ in node === self }
-    if cycle {
-      settle(error: PromiseError.chainingCycle(createdAt: creationSite))
-      return false
-    }
-    isAdopting = true
     inner.register(self)
+    // From here `inner` may fire this link at any moment, on any thread; the drain that
+    // fired it keeps it alive until this returns. A rejection for a cycle settles it first,
+    // and the later firing finds it settled and does nothing. The rejection comes from
+    // outside the firing: should a firing have claimed the link already, it keeps `inner`.
+    if _PromiseNode.adoptionClosesCycle(adopter: self, inner: inner).closesCycle {
+      _ = settle(
+        error: PromiseError.chainingCycle(createdAt: creationSite), cancelling: false, fromOutside: true)
+    }
     return true
   }
 }

@@ -50,15 +50,18 @@ final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
   private var action: (@Sendable (Result<Input, any Error>) -> Void)?
   private var source: Promise<Input>?
 
-  /// The promise this node works for, if any: the node is a live observer exactly while
+  /// The promise this node settles, if it holds one: the node is a live observer exactly while
   /// its owner is (see `isLiveObserver`).
   private let owner: _PromiseNode?
 
   /// Creates a node that calls `action` with the outcome.
   ///
   /// Pass the promise the node settles as `owner`: then the node keeps its source's work
-  /// from being cancelled only while the owner still waits. A node without an owner is
-  /// internal plumbing and never holds back a cancellation.
+  /// from being cancelled exactly while the owner still waits. A node without an owner (the
+  /// combinators whose inputs must not keep their result alive: `race`, `any`, `timeout`,
+  /// `delay`, `retry` and the fan-out) counts as waiting until its combinator calls
+  /// `retire()`, which each of them does when its result settles or is cancelled: until
+  /// then, cancelling another branch on the same input must not cancel it.
   init(owner: _PromiseNode? = nil, _ action: @escaping @Sendable (Result<Input, any Error>) -> Void) {
     self.owner = owner
     self.action = action
@@ -79,9 +82,12 @@ final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   override var isLiveObserver: Bool {
-    guard let owner, !retired.load(ordering: .acquiring) else { return false }
-    return owner.isLiveObserver
+    guard !retired.load(ordering: .acquiring) else { return false }
+    return owner?.isLiveObserver ?? true
   }
+
+  // Without an owner, what the action settles is out of sight.
+  override var downstream: Downstream { owner.map(Downstream.node) ?? .unknown }
 
   override func fire() -> Unmanaged<_PromiseNode>? {
     let source = self.source.unsafelyUnwrapped
@@ -167,6 +173,8 @@ final class AllInputNode<Element: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   override var isLiveObserver: Bool { aggregate.isLiveObserver }
+
+  override var downstream: Downstream { .node(aggregate) }
 
   override func fire() -> Unmanaged<_PromiseNode>? {
     let source = self.source.unsafelyUnwrapped

@@ -14,6 +14,8 @@ final class ContinuationNode<Value: Sendable>: _PromiseNode, @unchecked Sendable
     self.source = unsafeDowncast(source, to: Promise<Value>.self)
   }
 
+  override var downstream: Downstream { .none }
+
   override func fire() -> Unmanaged<_PromiseNode>? {
     let source = self.source.unsafelyUnwrapped
     self.source = nil

@@ -17,14 +17,10 @@ final class SignalNode: _PromiseNode, @unchecked Sendable {
 
   init() { super.init(queue: nil) }
 
-  private let retired = Atomic<Bool>(false)
+  // A waiter that gives up removes its node from the promise (`Promise.unregister`), so a
+  // node in a list is always a live observer (the default).
 
-  /// The waiter gave up: the node no longer counts as an observer.
-  func retire() {
-    retired.store(true, ordering: .releasing)
-  }
-
-  override var isLiveObserver: Bool { !retired.load(ordering: .acquiring) }
+  override var downstream: Downstream { .none }
 
   override func fire() -> Unmanaged<_PromiseNode>? {
     semaphore.signal()
@@ -108,14 +104,16 @@ extension Promise {
       do {
         try checkWaitWouldNotDeadlock()
       } catch {
-        node.retire()
+        unregister(node)
         throw error
       }
       if deadline > firstDeadline, node.semaphore.wait(timeout: deadline) == .success {
         return try settledResultAfterWait()
       }
-      if isPending {
-        node.retire()
+      // A waiter that gives up takes its node back: polling `wait` on a promise that stays
+      // pending must not pile up nodes in it. If the promise settled meanwhile, the node is
+      // (being) fired instead, and the outcome is read below.
+      if unregister(node) {
         throw PromiseError.timedOut(after: timeout, createdAt: creationSite)
       }
     }

@@ -497,6 +497,36 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     withExtendedLifetime(replaced) {}
   }
 
+  /// Removes `node` from the callbacks waiting on this promise, if it is still there.
+  ///
+  /// For a waiter that gives up (a timed-out `wait`): what it registered must not pile up in
+  /// a promise that stays pending. Walks the list (newest first, so a node registered just
+  /// before is found at once).
+  /// - Returns: Whether the node was removed; `false` if the promise settled meanwhile and the
+  ///   node has been (or is being) fired.
+  @discardableResult
+  final func unregister(_ node: _PromiseNode) -> Bool {
+    lock.lock()
+    let removed = state.isPending && state.remove(node)
+    lock.unlock()
+    // The list's reference, released after unlocking.
+    if removed { Unmanaged.passUnretained(node).release() }
+    return removed
+  }
+
+  override final var downstream: Downstream { .node(self) }
+
+  override final func forEachWaitingCallback(_ body: (_PromiseNode) -> Void) {
+    lock.lock()
+    defer { lock.unlock() }
+    guard state.isPending else { return }
+    var node = state.head
+    while let current = node {
+      body(current)
+      node = current.next
+    }
+  }
+
   /// This promise's pending state, queue and upstream, read together under its lock.
   override final func walkStep() -> (pending: Bool, queue: DispatchQueue?, upstream: _PromiseNode?) {
     lock.lock()

@@ -42,10 +42,14 @@ public class _PromiseNode: @unchecked Sendable {
 
   /// Runs the callback once the promise it was registered on has settled.
   ///
-  /// Overridden by every node kind.
+  /// Every node kind that is ever registered must override it: the default traps, since a
+  /// node that silently did nothing would leave whoever waits on it hanging.
   /// - Returns: The callbacks of a promise the node settled that the caller (the drain that
   ///   fired it) must schedule, or `nil` when there are none or they were scheduled already.
-  func fire() -> Unmanaged<_PromiseNode>? { nil }
+  func fire() -> Unmanaged<_PromiseNode>? {
+    preconditionFailure(
+      "Promises: \(type(of: self)) is registered as a callback but does not override fire()")
+  }
 
   /// Called by `register` before the node is linked: nodes that are not promises remember
   /// their source here (a promise node already knows it as its `upstream`).
@@ -74,63 +78,41 @@ public class _PromiseNode: @unchecked Sendable {
   /// Visits every pending node that `start` waits on, transitively (through adopted promises,
   /// sources and the inputs of aggregates), until `visit` returns `true`.
   ///
-  /// Follows a single chain without allocating, and stops if the chain loops back on itself
-  /// (Brent's cycle detection: a checkpoint node moved at powers of two). At an aggregate it
-  /// switches to a walk with a visited set. `limit` bounds the number of nodes visited (`nil`:
-  /// no bound).
+  /// See `UpstreamWalk` for the order and how a loop ends the walk. `limit` bounds the number
+  /// of nodes visited (`nil`: no bound).
   /// - Returns: Whether `visit` returned `true`.
   static func walkUpstream(
     from start: _PromiseNode, limit: Int? = nil,
     _ visit: (_PromiseNode, DispatchQueue?) -> Bool
   ) -> Bool {
-    var node: _PromiseNode? = start
+    var walk = UpstreamWalk(from: start)
     var steps = 0
-    var checkpoint: _PromiseNode?
-    var power = 1
-    var sinceCheckpoint = 0
-    while let current = node {
-      if let members = current.upstreamMembers {
-        return walkUpstreamSlowly(from: members, steps: steps, limit: limit, visit)
-      }
-      let (pending, queue, upstream) = current.walkStep()
-      guard pending else { return false }
-      if visit(current, queue) { return true }
+    while let (node, queue) = walk.next() {
+      if visit(node, queue) { return true }
       steps += 1
       if let limit, steps >= limit { return false }
-      guard let upstream, upstream !== checkpoint else { return false }
-      sinceCheckpoint += 1
-      if sinceCheckpoint == power {
-        checkpoint = current
-        power &*= 2
-        sinceCheckpoint = 0
-      }
-      node = upstream
     }
     return false
   }
 
-  private static func walkUpstreamSlowly(
-    from roots: [_PromiseNode], steps: Int, limit: Int?,
-    _ visit: (_PromiseNode, DispatchQueue?) -> Bool
-  ) -> Bool {
-    var stack = roots
-    var seen = Set<ObjectIdentifier>()
-    var steps = steps
-    while let current = stack.popLast() {
-      guard seen.insert(ObjectIdentifier(current)).inserted else { continue }
-      if let members = current.upstreamMembers {
-        stack.append(contentsOf: members)
-        continue
-      }
-      let (pending, queue, upstream) = current.walkStep()
-      guard pending else { continue }
-      if visit(current, queue) { return true }
-      if let upstream { stack.append(upstream) }
-      steps += 1
-      if let limit, steps >= limit { return false }
-    }
-    return false
+  /// What waits on a callback node's outcome, for the walk downstream of the cycle check.
+  enum Downstream {
+    /// Nothing: the node ends the chain (a waiter, an awaiting task).
+    case none
+    /// This node, which is settled by the node's source (directly or through its work).
+    case node(_PromiseNode)
+    /// The walk cannot tell: the cycle check falls back to walking upstream only.
+    case unknown
   }
+
+  /// What waits on this node's outcome once it fires (see `Downstream`).
+  ///
+  /// A node kind that does not say is `.unknown`, which is always safe.
+  var downstream: Downstream { .unknown }
+
+  /// Calls `body` with the callbacks waiting on this promise, under its lock; nothing for
+  /// nodes that are not promises.
+  func forEachWaitingCallback(_ body: (_PromiseNode) -> Void) {}
 }
 
 // MARK: - Scheduling

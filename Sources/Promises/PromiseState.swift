@@ -135,6 +135,28 @@ struct PromiseState {
     return reversed
   }
 
+  /// Unlinks `node` from the list; the caller takes over the list's reference to it.
+  ///
+  /// - Returns: Whether `node` was in the list.
+  mutating func remove(_ node: _PromiseNode) -> Bool {
+    guard let head = first else { return false }
+    if head.toOpaque() == Unmanaged.passUnretained(node).toOpaque() {
+      first = node.link
+      node.link = nil
+      return true
+    }
+    var previous = head.takeUnretainedValue()
+    while let current = previous.link {
+      if current.toOpaque() == Unmanaged.passUnretained(node).toOpaque() {
+        previous.link = node.link
+        node.link = nil
+        return true
+      }
+      previous = current.takeUnretainedValue()
+    }
+    return false
+  }
+
   /// Drops the references the list holds, for a state dropped while callbacks still wait.
   mutating func releaseCallbacks() {
     var node = first

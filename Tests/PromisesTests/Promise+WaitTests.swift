@@ -295,4 +295,27 @@ struct PromiseWaitTests {
     #expect(throws: IdentifiedError.self) { try promise.wait(timeout: 1) }
     #expect(promise.flags.contains(.observed))
   }
+
+  @Test func aTimedOutWaitTakesBackWhatItRegistered() throws {
+    // Polling a promise that stays pending must not pile up waiters in it.
+    let (promise, resolver) = Promise<Int>.pending()
+    for _ in 0..<300 {
+      #expect(throws: PromiseError.self) { try promise.wait(timeout: .milliseconds(2)) }
+    }
+    #expect(callbacksWaiting(on: promise) == 0)
+    #expect(promise.debugDescription.contains("pending, 0 callbacks waiting"))
+    resolver.fulfill(3)
+    #expect(try promise.wait(timeout: 10) == 3)
+  }
+
+  @Test func aWaitThatReportsADeadlockTakesBackWhatItRegistered() async throws {
+    let queue = DispatchQueue(label: "tests.wait.deadlock-unregisters")
+    let (source, resolver) = Promise<Int>.pending()
+    let chained = source.then(on: queue) { $0 }
+    let result = await inBlock(on: queue) { try chained.wait(timeout: 5) }
+    #expect(throws: PromiseError.self) { try result.get() }
+    #expect(callbacksWaiting(on: chained) == 0)
+    resolver.fulfill(1)
+    #expect(try await chained.value == 1)
+  }
 }

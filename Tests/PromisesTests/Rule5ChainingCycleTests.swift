@@ -165,3 +165,82 @@ struct Rule5ChainingCycleTests {
     #expect(probe.everyCallbackRanAfterReturn)
   }
 }
+
+/// The cycle check costs about twice the shorter of its two walks (upstream from the adopted
+/// promise, downstream from the adopter), so a chain in which each link adopts the one before
+/// it is built in linear time, not quadratic.
+@Suite("Rule 5: the cycle check stays linear", .timeLimit(.minutes(1)))
+struct ChainingCycleCostTests {
+  /// Builds `count` links, each adopting the link before it, on a pending root; returns once
+  /// every link has adopted its predecessor.
+  private func adoptionChain(
+    _ count: Int, queue: DispatchQueue
+  ) async -> (root: Promise<Int>.Resolver, last: Promise<Int>) {
+    let (root, resolver) = Promise<Int>.pending()
+    let trigger = Promise(())
+    var last = root
+    for _ in 0..<count {
+      let previous = last
+      last = trigger.then(on: queue) { previous }
+    }
+    await drainQueue(queue)
+    return (resolver, last)
+  }
+
+  @Test(arguments: [10_000, 100_000])
+  func aChainOfLinksEachAdoptingTheOneBeforeSettlesAndEachAdoptionIsChecked(count: Int) async throws {
+    let queue = DispatchQueue(label: "tests.adoption-chain")
+    let (root, last) = await adoptionChain(count, queue: queue)
+    // One more adoption at the end of the chain checks in one round, whatever its length: the
+    // adopter has nothing downstream yet. (Walking upstream alone would visit every link.)
+    let (adopter, _) = Promise<Int>.pending()
+    let check = _PromiseNode.adoptionClosesCycle(adopter: adopter, inner: last)
+    #expect(!check.closesCycle)
+    #expect(check.rounds == 1)
+    root.fulfill(7)
+    #expect(try await last.value == 7)
+  }
+
+  @Test func aCycleIsFoundFromWhicheverEndIsShorter() async {
+    // q's downstream is 1,000 links long, and so is the walk upstream from their end.
+    let (source, resolver) = Promise<Int>.pending()
+    var end = source
+    for _ in 0..<1_000 { end = end.then { $0 } }
+    let up = _PromiseNode.adoptionClosesCycle(adopter: source, inner: end)
+    #expect(up.closesCycle)
+    #expect(up.rounds <= 1_001)
+    resolver.fulfill(0)
+    _ = await settledOutcome(of: end)
+  }
+
+  @Test func aCycleThroughARaceAndATimeoutRejects() async {
+    // The downstream walk cannot see through `race` and `timeout` (their inputs do not keep
+    // the result alive); the upstream walk finds the cycle.
+    let (source, resolver) = Promise<Int>.pending()
+    let box = Guarded<Promise<Int>?>(nil)
+    let promise: Promise<Int> = source.then { _ in
+      Promise.race([box.value!.then { $0 }.timeout(.seconds(60))])
+    }
+    box.value = promise
+    resolver.fulfill(1)
+    let error = await rejectionError(of: promise)
+    #expect(error as? PromiseError != nil)
+  }
+
+  @Test func twoPromisesAdoptingEachOtherOnTwoThreadsAtOnceBothSettle() async {
+    for _ in 0..<200 {
+      let (source, resolver) = Promise<Int>.pending()
+      let boxA = Guarded<Promise<Int>?>(nil)
+      let boxB = Guarded<Promise<Int>?>(nil)
+      let a: Promise<Int> = source.then(on: DispatchQueue(label: "tests.mutual.a")) { _ in boxB.value! }
+      let b: Promise<Int> = source.then(on: DispatchQueue(label: "tests.mutual.b")) { _ in boxA.value! }
+      boxA.value = a
+      boxB.value = b
+      resolver.fulfill(1)
+      let errors = [await rejectionError(of: a), await rejectionError(of: b)]
+      #expect(errors.allSatisfy { $0 is PromiseError })
+      #expect(
+        errors.contains { if case .chainingCycle? = $0 as? PromiseError { true } else { false } })
+    }
+  }
+}

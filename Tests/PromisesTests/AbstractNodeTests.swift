@@ -1,0 +1,46 @@
+import Testing
+
+@testable import Promises
+
+/// A node kind that forgets to override what every kind must provide traps at once, instead of
+/// leaving the chain behind it pending for ever.
+@Suite("Node kinds must override their callbacks", .timeLimit(.minutes(1)))
+struct AbstractNodeTests {
+  @Test func aCallbackNodeThatDoesNotOverrideFireTraps() async {
+    await #expect(processExitsWith: .failure) {
+      let (promise, resolver) = Promise<Int>.pending()
+      let done = Promise<Int>.pending()
+      promise.register(ForgetfulNode())
+      promise.register(ForwardingNode<Int>(owner: done.promise) { done.resolver.resolve($0) })
+      resolver.fulfill(1)
+      _ = try? done.promise.wait(timeout: 10)
+    }
+  }
+
+  @Test func aLinkThatDoesNotOverrideRunTraps() async {
+    await #expect(processExitsWith: .failure) {
+      let (source, resolver) = Promise<Int>.pending()
+      let link = ForgetfulLink(source: source, queue: .promises, file: #fileID, line: #line)
+      source.registerLink(link)
+      resolver.fulfill(1)
+      _ = try? link.wait(timeout: 10)
+    }
+  }
+
+  @Test func aLinkThatDoesNotOverrideDetachBodyTrapsWhenCancelled() async {
+    await #expect(processExitsWith: .failure) {
+      let (source, _) = Promise<Int>.pending()
+      let link = ForgetfulLink(source: source, queue: .promises, file: #fileID, line: #line)
+      source.registerLink(link)
+      link.cancel()
+    }
+  }
+}
+
+/// A node kind without `fire`.
+final class ForgetfulNode: _PromiseNode, @unchecked Sendable {
+  init() { super.init(queue: nil) }
+}
+
+/// A link kind without `run`, `releaseBody` and `detachBody`.
+final class ForgetfulLink: DerivedPromise<Int, Int>, @unchecked Sendable {}
