@@ -10,7 +10,8 @@ final class AnyAggregate<Value: Sendable>: @unchecked Sendable {
   private var resolver: Promise<Value>.Resolver?
   private var errors: [(any Error)?]
   private var remaining: Int
-  private var nodes: [ForwardingNode<Value>] = []
+  /// The nodes waiting on the inputs, each with its input.
+  private var nodes: [(node: ForwardingNode<Value>, input: Promise<Value>)] = []
 
   init(count: Int, resolver: Promise<Value>.Resolver) {
     self.resolver = resolver
@@ -19,10 +20,10 @@ final class AnyAggregate<Value: Sendable>: @unchecked Sendable {
   }
 
   /// Keeps `node` a live observer of its input until the aggregate finishes; returns `node`.
-  func track(_ node: ForwardingNode<Value>) -> ForwardingNode<Value> {
+  func track(_ node: ForwardingNode<Value>, on input: Promise<Value>) -> ForwardingNode<Value> {
     let tracked = lock.withLock {
       guard resolver != nil else { return false }
-      nodes.append(node)
+      nodes.append((node, input))
       return true
     }
     if !tracked { node.retire() }
@@ -57,7 +58,12 @@ final class AnyAggregate<Value: Sendable>: @unchecked Sendable {
       }
       return (self.resolver, self.nodes)
     }
-    for node in nodes { node.retire() }
+    // Retired nodes leave their inputs at once: an input that stays pending (a race's loser,
+    // a shared promise given many timeouts) must not pile them up.
+    for (node, input) in nodes {
+      node.retire()
+      input.unregister(node)
+    }
     return resolver
   }
 }
@@ -90,7 +96,8 @@ extension Promise {
     first.addCancelHandler { [weak aggregate] in _ = aggregate?.take() }
     let nodes = promises.indices.map { index in
       aggregate.track(
-        ForwardingNode<Value> { [aggregate] outcome in aggregate.receive(outcome, at: index) })
+        ForwardingNode<Value> { [aggregate] outcome in aggregate.receive(outcome, at: index) },
+        on: promises[index])
     }
     for (promise, node) in zip(promises, nodes) {
       promise.register(node)

@@ -37,7 +37,7 @@ extension Promise {
       box.track(
         ForwardingNode<Value> { [timer, box] outcome in
           timer.start(after: duration, on: queue, scheduler: scheduler) { box.resolve(outcome) }
-        }))
+        }, on: self))
     return delayed
   }
 }

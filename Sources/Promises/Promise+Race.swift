@@ -11,7 +11,8 @@ final class OnceResolver<Value: Sendable>: @unchecked Sendable {
   // Safety: `resolver` and `nodes` are only accessed while `lock` is held.
   private let lock = NSLock()
   private var resolver: Promise<Value>.Resolver?
-  private var nodes: [ForwardingNode<Value>] = []
+  /// The nodes waiting on the inputs, each with its input.
+  private var nodes: [(node: ForwardingNode<Value>, input: Promise<Value>)] = []
 
   init(_ resolver: Promise<Value>.Resolver) {
     self.resolver = resolver
@@ -21,10 +22,10 @@ final class OnceResolver<Value: Sendable>: @unchecked Sendable {
   ///
   /// Call before registering the node. The box and the node then reference each other until
   /// the box is emptied or the node fires.
-  func track(_ node: ForwardingNode<Value>) -> ForwardingNode<Value> {
+  func track(_ node: ForwardingNode<Value>, on input: Promise<Value>) -> ForwardingNode<Value> {
     let tracked = lock.withLock {
       guard resolver != nil else { return false }
-      nodes.append(node)
+      nodes.append((node, input))
       return true
     }
     if !tracked { node.retire() }
@@ -45,7 +46,12 @@ final class OnceResolver<Value: Sendable>: @unchecked Sendable {
       }
       return (self.resolver, self.nodes)
     }
-    for node in nodes { node.retire() }
+    // Retired nodes leave their inputs at once: an input that stays pending (a race's loser,
+    // a shared promise given many timeouts) must not pile them up.
+    for (node, input) in nodes {
+      node.retire()
+      input.unregister(node)
+    }
     return resolver
   }
 }
@@ -75,8 +81,8 @@ extension Promise {
     winner.upstream = UpstreamGroup(promises)
     let box = OnceResolver(resolver)
     winner.addCancelHandler { [weak box] in _ = box?.take() }
-    let nodes = promises.map { _ in
-      box.track(ForwardingNode<Value> { [box] outcome in box.resolve(outcome) })
+    let nodes = promises.map { promise in
+      box.track(ForwardingNode<Value> { [box] outcome in box.resolve(outcome) }, on: promise)
     }
     for (promise, node) in zip(promises, nodes) {
       promise.register(node)

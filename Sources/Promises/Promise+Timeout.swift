@@ -42,7 +42,7 @@ extension Promise {
         ForwardingNode<Value> { [box, timer] outcome in
           box.resolve(outcome)
           timer.disarm()
-        }))
+        }, on: self))
     if !limited.isPending { return limited }
     let error = PromiseError.timedOut(after: duration, createdAt: limited.creationSite)
     timer.start(after: duration, on: queue, scheduler: scheduler) { [box] in

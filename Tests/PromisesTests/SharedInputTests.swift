@@ -90,4 +90,21 @@ struct SharedInputTests {
     #expect(shared.isRejected)
     #expect(workCancelled.value)
   }
+
+  @Test func combinatorsThatAreDoneLeaveNoNodesInAnInputThatStaysPending() async throws {
+    // A shared promise that stays pending, given many races, `any`s and timeouts that end
+    // without it, must not pile up their nodes.
+    let (shared, resolver) = Promise<Int>.pending()
+    let keep = shared.then { $0 }
+    for _ in 0..<100 {
+      #expect(try await Promise.race([shared, Promise(1)]).value == 1)
+      #expect(try await Promise.any([shared, Promise(2)]).value == 2)
+      let limited = shared.timeout(.seconds(60))
+      limited.cancel()
+      _ = await settledOutcome(of: limited)
+    }
+    #expect(callbacksWaiting(on: shared) == 1, "only `keep` still waits")
+    resolver.fulfill(3)
+    #expect(try await keep.value == 3)
+  }
 }
