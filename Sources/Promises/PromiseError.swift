@@ -49,6 +49,13 @@ public enum PromiseError: Error, Sendable, CustomStringConvertible, Equatable {
   /// (`Promise.wrap`, `Resolver.resolve(_:_:)`); `reason` says what was wrong.
   case invalidCallback(reason: String, createdAt: CreationSite)
 
+  /// `VirtualTimeScheduler.advance(until:)` gave up on the promise created at the site: no
+  /// timer was pending and nothing scheduled one in time, or it took more steps than allowed.
+  ///
+  /// `pendingTimers` describes the work still scheduled (its virtual deadline and queue), to
+  /// show which timer the test did not expect or which it is missing.
+  case virtualTimeStalled(reason: String, pendingTimers: [String], createdAt: CreationSite)
+
   /// A sentence that names the problem and where the promise came from.
   public var description: String {
     switch self {
@@ -69,6 +76,9 @@ public enum PromiseError: Error, Sendable, CustomStringConvertible, Equatable {
       return "race of no promises: the promise created at \(site) has nothing to wait for"
     case .invalidCallback(let reason, let site):
       return "invalid callback for the promise created at \(site): \(reason)"
+    case .virtualTimeStalled(let reason, let timers, let site):
+      let pending = timers.isEmpty ? "no timer is pending" : "pending: \(timers.joined(separator: ", "))"
+      return "virtual time stalled: the promise created at \(site) is still pending (\(reason)); \(pending)"
     }
   }
 
@@ -84,6 +94,8 @@ public enum PromiseError: Error, Sendable, CustomStringConvertible, Equatable {
       return a.map { String(reflecting: $0) } == b.map { String(reflecting: $0) }
     case (.emptyRace(let a), .emptyRace(let b)): return a == b
     case (.invalidCallback(let a, let c), .invalidCallback(let b, let d)): return a == b && c == d
+    case (.virtualTimeStalled(let a, let c, let e), .virtualTimeStalled(let b, let d, let f)):
+      return a == b && c == d && e == f
     default: return false
     }
   }

@@ -175,6 +175,22 @@ public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
     }
   }
 
+  /// The pending work, earliest first, each as "at DEADLINE on 'QUEUE LABEL'".
+  var pendingWorkDescriptions: [String] {
+    lock.withLock { items.map { "at \($0.deadline) on '\($0.queue.label)'" } }
+  }
+
+  /// The queues that pending work will run on, each once.
+  var pendingWorkQueues: [DispatchQueue] {
+    lock.withLock {
+      var queues: [DispatchQueue] = []
+      for item in items where !queues.contains(where: { $0 === item.queue }) {
+        queues.append(item.queue)
+      }
+      return queues
+    }
+  }
+
   // MARK: Internals
 
   /// Removes and returns the earliest item due by `time` (any item when `nil`), setting `now`

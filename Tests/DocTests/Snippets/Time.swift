@@ -111,4 +111,23 @@ struct TimeExamples {
     #expect(clock.now == .seconds(20))
     // snippet.end
   }
+
+  @Test func retryUntilSettled() async throws {
+    // snippet.time-virtual-until
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let flaky = FlakyService(failures: 2)
+    // snippet.show
+    let clock = VirtualTimeScheduler()
+    let config = Promise.retry(attempts: 3, delay: .constant(.seconds(10)), scheduler: clock) {
+      flaky.loadConfig()
+    }
+
+    print(try await clock.advance(until: config)["fps"] ?? 0)  // prints "30"
+    print(clock.now)  // prints "20.0 seconds"
+    // snippet.hide
+    #expect(output.lines == ["30", "20.0 seconds"])
+    // snippet.end
+  }
 }
