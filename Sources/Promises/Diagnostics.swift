@@ -17,12 +17,35 @@ public struct UnhandledRejection: Sendable, CustomStringConvertible {
     "unhandled rejection of the promise created at \(site): \(error)"
   }
 
-  private static let storage = LockedHandler()
+  private static let storage = LockedHandler(defaultHandler)
 
-  /// The function called for each unhandled rejection; `nil` (the default) ignores them.
+  /// The handler in place until you set one: `logToStandardError` in debug builds of this
+  /// package, `nil` (silent) in release builds.
+  public static var defaultHandler: (@Sendable (UnhandledRejection) -> Void)? {
+    #if DEBUG
+      return logToStandardError
+    #else
+      return nil
+    #endif
+  }
+
+  /// Writes the report to standard error as one line: `Promises: unhandled rejection of the
+  /// promise created at FILE:LINE: ERROR (…)`.
   ///
-  /// Thread-safe to read and set at any time. It is called on whichever thread releases the
-  /// rejected promise, so keep it short and thread-safe (log, count, or assert in tests).
+  /// The default handler in debug builds; set it as `handler` to keep the log in release
+  /// builds too.
+  public static let logToStandardError: @Sendable (UnhandledRejection) -> Void = { report in
+    let line =
+      "Promises: \(report) (chain a catch or recover on it, or set UnhandledRejection.handler)\n"
+    FileHandle.standardError.write(Data(line.utf8))
+  }
+
+  /// The function called for each unhandled rejection; `nil` ignores them.
+  ///
+  /// By default (`defaultHandler`) debug builds log each report to standard error with the
+  /// creation site's file and line, and release builds are silent. Thread-safe to read and set
+  /// at any time. It is called on whichever thread releases the rejected promise, so keep it
+  /// short and thread-safe (log, count, or assert in tests).
   public static var handler: (@Sendable (UnhandledRejection) -> Void)? {
     get { storage.get() }
     set { storage.set(newValue) }
@@ -39,6 +62,10 @@ private final class LockedHandler: @unchecked Sendable {
   // Safety: `value` is only accessed while `lock` is held.
   private let lock = NSLock()
   private var value: (@Sendable (UnhandledRejection) -> Void)?
+
+  init(_ value: (@Sendable (UnhandledRejection) -> Void)?) {
+    self.value = value
+  }
 
   func get() -> (@Sendable (UnhandledRejection) -> Void)? {
     lock.lock()

@@ -287,4 +287,44 @@ struct DiagnosticsTests {
     }
     #expect(PromiseError.allRejected([CoreTestError.first]).description.contains("first"))
   }
+
+  // MARK: The default handler
+
+  @Test func byDefaultDebugBuildsLogAnUnhandledRejectionToStandardErrorAndReleaseBuildsDoNot() async throws {
+    let result = try await #require(
+      processExitsWith: .success, observing: [\.standardOutputContent, \.standardErrorContent]
+    ) {
+      // The creation and `#line` on one line: the exit test's expansion may renumber lines.
+      @inline(never) func drop() -> Int { _ = Promise<Int>(error: CoreTestError.first); return #line }
+      print("line \(drop())")
+    }
+    let output = String(decoding: result.standardOutputContent, as: UTF8.self)
+    let errors = String(decoding: result.standardErrorContent, as: UTF8.self)
+    let line = try #require(output.split(separator: " ").last.flatMap { Int($0.filter(\.isNumber)) })
+    #if DEBUG
+      #expect(
+        errors.contains(
+          "Promises: unhandled rejection of the promise created at PromisesTests/DiagnosticsTests.swift:\(line): first"
+        ))
+    #else
+      #expect(!errors.contains("unhandled rejection"))
+    #endif
+  }
+
+  @Test func theDefaultHandlerIsTheStandardErrorLogInDebugBuildsOnly() {
+    #if DEBUG
+      #expect(UnhandledRejection.defaultHandler != nil)
+    #else
+      #expect(UnhandledRejection.defaultHandler == nil)
+    #endif
+  }
+
+  @Test func settingTheHandlerToNilSilencesTheLog() async throws {
+    let result = try await #require(processExitsWith: .success, observing: [\.standardErrorContent]) {
+      UnhandledRejection.handler = nil
+      @inline(never) func drop() { _ = Promise<Int>(error: CoreTestError.first) }
+      drop()
+    }
+    #expect(!String(decoding: result.standardErrorContent, as: UTF8.self).contains("unhandled rejection"))
+  }
 }
