@@ -42,7 +42,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
     _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
   ) {
-    completionHandler(exchange(for: task)?.redirect(to: request))
+    completionHandler(exchange(for: task)?.redirect(response, to: request))
   }
 
   func urlSession(
@@ -78,8 +78,8 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
   /// neither (libcurl verifies certificates itself).
   ///
   /// HTTP challenges (`Basic`, `Digest`, NTLM, Negotiate and any other) are cancelled: answering
-  /// one by default hangs FoundationNetworking forever (measured on Swift 6.3.1), while
-  /// cancelling ends the task at once and the 401 (or 407) is delivered as the response.
+  /// one by default hangs FoundationNetworking forever, while cancelling ends the task at once
+  /// and the 401 (or 407) is delivered as the response (both measured on Linux, Swift 6.3.1).
   static func answer(toChallengeWith method: String) -> ChallengeAnswer {
     switch method {
     case serverTrustMethod, clientCertificateMethod: .performDefaultHandling
