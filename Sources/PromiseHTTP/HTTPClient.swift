@@ -126,6 +126,10 @@ public final class HTTPClient: Sendable {
 
   /// Creates a client whose session uses `configuration` (copied; later changes do not apply).
   ///
+  /// The `httpAdditionalHeaders` of `configuration` that are among `sensitiveHeaders` become
+  /// default headers of the client (under `defaultHeaders`), so they stay with the base URL's
+  /// origin: FoundationNetworking would add them to every request and every redirect hop.
+  ///
   /// The other parameters are those of `init(baseURL:)`.
   public init(
     baseURL: URL, configuration: URLSessionConfiguration, defaultHeaders: HTTPHeaders = [:],
@@ -138,7 +142,6 @@ public final class HTTPClient: Sendable {
   ) {
     let queue = callbackQueue ?? DispatchQueue(label: "PromiseHTTP.HTTPClient")
     self.baseURL = baseURL
-    self.defaultHeaders = defaultHeaders
     self.callbackQueue = queue
     self.retryPolicy = retryPolicy
     self.timeout = timeout
@@ -149,11 +152,14 @@ public final class HTTPClient: Sendable {
     self.acceptableStatusCodes = acceptableStatusCodes
     self.authenticator = authenticator
     let copy = (configuration.copy() as? URLSessionConfiguration) ?? configuration
+    self.defaultHeaders = Redirects.takeSensitiveHeaders(
+      from: copy, sensitive: sensitiveNames, under: defaultHeaders)
     self.transport = Transport(configuration: copy, callbackQueue: queue)
   }
 
   /// Creates a client that uses the configuration of `session`: its cookie storage, cache,
-  /// credential storage, additional headers and timeouts.
+  /// credential storage, additional headers (the sensitive ones sent to the base URL's origin
+  /// only) and timeouts.
   ///
   /// The client still runs its requests on a session of its own, made from that
   /// configuration: it needs its own session delegate (to stream, limit and redirect), and

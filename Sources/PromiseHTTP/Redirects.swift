@@ -39,6 +39,28 @@ enum Redirects {
     }
   }
 
+  /// Removes the sensitive fields of `configuration.httpAdditionalHeaders`; returns them under
+  /// `headers` (whose fields win), to be sent as default headers.
+  ///
+  /// FoundationNetworking adds the session's additional headers to every request, redirect hops
+  /// to another origin and absolute URLs elsewhere included (measured on Swift 6.3.1); the
+  /// client's default headers are sent to the base URL's origin only.
+  static func takeSensitiveHeaders(
+    from configuration: URLSessionConfiguration, sensitive names: HeaderNameSet, under headers: HTTPHeaders
+  ) -> HTTPHeaders {
+    guard var additional = configuration.httpAdditionalHeaders else { return headers }
+    var taken = HTTPHeaders()
+    for (key, value) in additional {
+      guard let name = key.base as? String, names.contains(name) else { continue }
+      taken.add(name: name, value: value as? String ?? "\(value)")
+      additional[key] = nil
+    }
+    guard taken.count > 0 else { return headers }
+    configuration.httpAdditionalHeaders = additional
+    for field in headers { taken[field.name] = field.value }
+    return taken
+  }
+
   /// Returns the scheme of a URI reference, lowercased, or `nil` when it is relative.
   ///
   /// RFC 3986 §3.1 and §4.2: a scheme is a letter followed by letters, digits, `+`, `-` or `.`,

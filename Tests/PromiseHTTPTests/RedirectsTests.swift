@@ -290,4 +290,30 @@ struct RedirectsTests {
     }
     #expect(next.value(forHTTPHeaderField: "X-Api-Key") == nil)
   }
+
+  @Test func sensitiveHeadersOfTheSessionConfigurationStayWithTheirOrigin() async throws {
+    try await withServer({ router in
+      router.on("GET", "/ok") { _ in .respond(.text("ok")) }
+    }) { server in
+      let other = server.server.secondBaseURL.appendingPathComponent("ok").absoluteString
+      server.router.on("GET", "/away") { _ in .respond(.redirect(to: other)) }
+      let configuration = HTTPClient.makeDefaultConfiguration()
+      configuration.httpAdditionalHeaders = [
+        "Authorization": "Bearer s3cret", "x-api-key": "k-s3cret", "X-App": "story",
+      ]
+      let client = HTTPClient(baseURL: server.baseURL, configuration: configuration, retryPolicy: .none)
+      _ = try await client.get("away").value
+      _ = try await client.get(other).value
+      let home = try #require(server.requests.first)
+      #expect(home.header("Authorization") == "Bearer s3cret")
+      #expect(home.header("X-Api-Key") == "k-s3cret")
+      let elsewhere = server.requests.filter { $0.host == "127.0.0.2" }
+      #expect(elsewhere.count == 2)
+      for request in elsewhere {
+        #expect(request.header("Authorization") == nil)
+        #expect(request.header("X-Api-Key") == nil)
+        #expect(request.header("X-App") == "story")
+      }
+    }
+  }
 }
