@@ -21,7 +21,8 @@ import Promises
 /// - a redirect policy (`redirectPolicy`: follow at most 10, or none and answer with the 3xx),
 ///   loop detection, and no redirect to a scheme other than `http` or `https` (`file:`, `data:`);
 /// - header fields with CR, LF or other control bytes refused before anything is sent;
-/// - a 401 with a `Basic` challenge delivered as a 401, not a hang;
+/// - a 401 with a `Basic` challenge delivered as a 401, not a hang, while TLS challenges (Apple
+///   platforms) get the system's default handling: its certificate validation;
 /// - retries by `retryPolicy`, and the token of an `authenticator`, refreshed once on a 401.
 ///
 /// A status outside `acceptableStatusCodes` (200–299) rejects with
