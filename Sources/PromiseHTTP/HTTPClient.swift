@@ -50,8 +50,9 @@ public final class HTTPClient: Sendable {
   public let redirectPolicy: RedirectPolicy
   /// The most redirects followed for one request: the maximum of `redirectPolicy`.
   public var maximumRedirects: Int { redirectPolicy.maximumRedirects }
-  /// The headers whose values are credentials: redacted wherever the client shows them, and
-  /// removed from a redirect (or an absolute URL) to another scheme, host or port.
+  /// The headers whose values are credentials: redacted wherever the client shows them, removed
+  /// from a redirect to another scheme, host or port, and, among `defaultHeaders`, not sent to an
+  /// absolute URL there.
   ///
   /// Names are compared case-insensitively. `Authorization`, `Proxy-Authorization` and
   /// `Cookie` are always in it, whatever the client was given.
