@@ -16,7 +16,8 @@ final class Exchange: @unchecked Sendable {
   let task: URLSessionDataTask
   let requestURL: URL
   let maximumBodySize: Int
-  let redirectLimit: Int
+  let redirectPolicy: RedirectPolicy
+  let sensitiveHeaders: HeaderNameSet
   private var visited: [URL]
   private var response: HTTPURLResponse?
   private var body: [UInt8] = []
@@ -24,13 +25,14 @@ final class Exchange: @unchecked Sendable {
   private var completion: (@Sendable (Result<HTTPResponse, HTTPError>) -> Void)?
 
   init(
-    task: URLSessionDataTask, requestURL: URL, maximumBodySize: Int, redirectLimit: Int,
-    completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
+    task: URLSessionDataTask, requestURL: URL, maximumBodySize: Int, redirectPolicy: RedirectPolicy,
+    sensitiveHeaders: HeaderNameSet, completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) {
     self.task = task
     self.requestURL = requestURL
     self.maximumBodySize = maximumBodySize
-    self.redirectLimit = redirectLimit
+    self.redirectPolicy = redirectPolicy
+    self.sensitiveHeaders = sensitiveHeaders
     self.visited = [requestURL]
     self.completion = completion
   }
@@ -92,11 +94,15 @@ final class Exchange: @unchecked Sendable {
     if tooLarge { fail(.tooLarge(limit: maximumBodySize, url: requestURL)) }
   }
 
-  /// Decides a redirect hop: the request to follow, or `nil` to stop (the exchange then fails).
-  func redirect(to proposed: URLRequest) -> URLRequest? {
+  /// Decides a redirect hop: the request to follow, or `nil` to stop.
+  ///
+  /// On `nil` the exchange has failed, or (not following) FoundationNetworking delivers the 3xx
+  /// `redirection` and its body as the final response.
+  func redirect(_ redirection: HTTPURLResponse, to proposed: URLRequest) -> URLRequest? {
     lock.lock()
     let decision = Redirects.decide(
-      proposed: proposed, origin: requestURL, visited: visited, limit: redirectLimit)
+      location: redirection.value(forHTTPHeaderField: "Location"), proposed: proposed, origin: requestURL,
+      visited: visited, policy: redirectPolicy, sensitiveHeaders: sensitiveHeaders)
     if case .follow(let request) = decision, let url = request.url {
       visited.append(url)
       response = nil
@@ -106,8 +112,10 @@ final class Exchange: @unchecked Sendable {
     switch decision {
     case .follow(let request):
       return request
-    case .tooManyRedirects:
-      fail(.tooManyRedirects(limit: redirectLimit, url: requestURL), cancellingTask: false)
+    case .deliver:
+      break
+    case .tooManyRedirects(let limit):
+      fail(.tooManyRedirects(limit: limit, url: requestURL), cancellingTask: false)
     case .unsupportedScheme(let scheme):
       fail(
         .invalidRequest(
@@ -129,11 +137,20 @@ final class Exchange: @unchecked Sendable {
     lock.lock()
     let completion = self.completion
     self.completion = nil
-    let response = self.response
+    var response = self.response
     let body = self.body
     let refusedChallenge = answeredChallenge
     lock.unlock()
     guard let completion else { return }
+    if response == nil, error == nil, let final = task.response as? HTTPURLResponse,
+      (300..<400).contains(final.statusCode)
+    {
+      // A 301–308 that FoundationNetworking could not follow (no `Location`, or one that is not
+      // a URL) completes without a `didReceive` response: it never reports the head of such a
+      // status. The task keeps it; it is the answer, without its body (which FoundationNetworking
+      // keeps too).
+      response = final
+    }
     var urlError = error.map { ($0 as? URLError) ?? URLError(.unknown) }
     if urlError?.code == .unknown, let response, response.expectedContentLength > Int64(body.count) {
       // libcurl's "transfer closed with bytes remaining" arrives as an unknown error (-1):
@@ -141,14 +158,20 @@ final class Exchange: @unchecked Sendable {
       urlError = URLError(.networkConnectionLost)
     }
     if let response, urlError == nil || (refusedChallenge && urlError?.code == .cancelled) {
-      completion(.success(Self.makeResponse(response, body: body, requestURL: requestURL)))
+      completion(
+        .success(
+          Self.makeResponse(response, body: body, requestURL: requestURL, sensitiveHeaders: sensitiveHeaders))
+      )
     } else {
       completion(.failure(.transportFailure(urlError ?? URLError(.badServerResponse), url: requestURL)))
     }
   }
 
-  static func makeResponse(_ response: HTTPURLResponse, body: [UInt8], requestURL: URL) -> HTTPResponse {
-    var headers = HTTPHeaders()
+  /// Returns the response, whose headers' descriptions redact `sensitiveHeaders`.
+  static func makeResponse(
+    _ response: HTTPURLResponse, body: [UInt8], requestURL: URL, sensitiveHeaders: HeaderNameSet
+  ) -> HTTPResponse {
+    var headers = HTTPHeaders().redacting(sensitiveHeaders)
     for (name, value) in response.allHeaderFields {
       headers.add(name: "\(name.base)", value: "\(value)")
     }

@@ -15,10 +15,14 @@ import Promises
 /// Every request gets the client's protections, which plain `URLSession` on Linux lacks:
 /// - a deadline enforced by the client's own timer (`timeout`, or a `Deadline` you pass);
 /// - a size limit enforced while the body streams in, decompressed bytes counted;
-/// - `Authorization`, `Proxy-Authorization` and `Cookie` removed on a redirect to another
-///   scheme, host or port, a redirect limit, and loop detection;
+/// - one list of sensitive headers (`sensitiveHeaders`: `Authorization`, `Cookie`, `X-Api-Key`,
+///   …) whose values are redacted from errors and descriptions, and which are removed on a
+///   redirect to another scheme, host or port;
+/// - a redirect policy (`redirectPolicy`: follow at most 10, or none and answer with the 3xx),
+///   loop detection, and no redirect to a scheme other than `http` or `https` (`file:`, `data:`);
 /// - header fields with CR, LF or other control bytes refused before anything is sent;
-/// - a 401 with a `Basic` challenge delivered as a 401, not a hang;
+/// - a 401 with a `Basic` challenge delivered as a 401, not a hang, while TLS challenges (Apple
+///   platforms) get the system's default handling: its certificate validation;
 /// - retries by `retryPolicy`, and the token of an `authenticator`, refreshed once on a 401.
 ///
 /// A status outside `acceptableStatusCodes` (200–299) rejects with
@@ -42,8 +46,18 @@ public final class HTTPClient: Sendable {
   public let timeout: Duration
   /// The largest body accepted, in bytes, counted after decompression.
   public let maximumResponseSize: Int
-  /// The most redirects followed for one request.
-  public let maximumRedirects: Int
+  /// Whether redirects are followed, and how many for one request; see `RedirectPolicy`.
+  public let redirectPolicy: RedirectPolicy
+  /// The most redirects followed for one request: the maximum of `redirectPolicy`.
+  public var maximumRedirects: Int { redirectPolicy.maximumRedirects }
+  /// The headers whose values are credentials: redacted wherever the client shows them, removed
+  /// from a redirect to another scheme, host or port, and, among `defaultHeaders`, not sent to an
+  /// absolute URL there.
+  ///
+  /// Names are compared case-insensitively. `Authorization`, `Proxy-Authorization` and
+  /// `Cookie` are always in it, whatever the client was given.
+  public let sensitiveHeaders: Set<String>
+  private let sensitiveNames: HeaderNameSet
   /// The statuses that fulfil a request's promise; others reject with `unacceptableStatus`.
   public let acceptableStatusCodes: Range<Int>
   /// Attaches and refreshes tokens, if set.
@@ -59,6 +73,15 @@ public final class HTTPClient: Sendable {
 
   /// 10 redirects: more than any legitimate chain, fewer than a loop would take to notice.
   public static let defaultMaximumRedirects = 10
+
+  /// `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie` and `X-Api-Key`.
+  ///
+  /// The credential fields of HTTP itself (RFC 9110 §11.6.2 and §11.7.2, RFC 6265), and the
+  /// most common field for an API key. Extend it with the fields your API uses for secrets:
+  /// `HTTPClient.defaultSensitiveHeaders.union(["X-Session-Token"])`.
+  public static let defaultSensitiveHeaders: Set<String> = [
+    "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key",
+  ]
 
   /// Returns the configuration a client uses by default: ephemeral, with no cookie storage,
   /// no URL cache and no credential storage, so nothing is shared with other sessions.
@@ -82,24 +105,32 @@ public final class HTTPClient: Sendable {
   ///   - retryPolicy: `RetryPolicy.default`: idempotent methods, 3 attempts.
   ///   - timeout: The deadline of each request, retries included; 30 s.
   ///   - maximumResponseSize: The body size limit after decompression; 4 MiB.
-  ///   - maximumRedirects: The redirect limit; 10.
+  ///   - redirectPolicy: Follow at most 10 redirects (`RedirectPolicy.default`), or none.
+  ///   - sensitiveHeaders: The headers redacted and kept from other origins;
+  ///     `defaultSensitiveHeaders`.
   ///   - acceptableStatusCodes: The statuses that fulfil; 200–299.
   ///   - authenticator: Attaches a token to each request and refreshes it on a 401.
   public convenience init(
     baseURL: URL, defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
     retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
     maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
-    maximumRedirects: Int = HTTPClient.defaultMaximumRedirects,
+    redirectPolicy: RedirectPolicy = .default,
+    sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
     acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
   ) {
     self.init(
       baseURL: baseURL, configuration: Self.makeDefaultConfiguration(), defaultHeaders: defaultHeaders,
       callbackQueue: callbackQueue, retryPolicy: retryPolicy, timeout: timeout,
-      maximumResponseSize: maximumResponseSize, maximumRedirects: maximumRedirects,
-      acceptableStatusCodes: acceptableStatusCodes, authenticator: authenticator)
+      maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
+      sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
+      authenticator: authenticator)
   }
 
   /// Creates a client whose session uses `configuration` (copied; later changes do not apply).
+  ///
+  /// The `httpAdditionalHeaders` of `configuration` that are among `sensitiveHeaders` become
+  /// default headers of the client (under `defaultHeaders`), so they stay with the base URL's
+  /// origin: FoundationNetworking would add them to every request and every redirect hop.
   ///
   /// The other parameters are those of `init(baseURL:)`.
   public init(
@@ -107,25 +138,30 @@ public final class HTTPClient: Sendable {
     callbackQueue: DispatchQueue? = nil, retryPolicy: RetryPolicy = .default,
     timeout: Duration = HTTPClient.defaultTimeout,
     maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
-    maximumRedirects: Int = HTTPClient.defaultMaximumRedirects,
+    redirectPolicy: RedirectPolicy = .default,
+    sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
     acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
   ) {
     let queue = callbackQueue ?? DispatchQueue(label: "PromiseHTTP.HTTPClient")
     self.baseURL = baseURL
-    self.defaultHeaders = defaultHeaders
     self.callbackQueue = queue
     self.retryPolicy = retryPolicy
     self.timeout = timeout
     self.maximumResponseSize = maximumResponseSize
-    self.maximumRedirects = maximumRedirects
+    self.redirectPolicy = redirectPolicy
+    self.sensitiveHeaders = HeaderNameSet.withAlwaysSensitive(sensitiveHeaders)
+    self.sensitiveNames = HeaderNameSet(sensitive: sensitiveHeaders)
     self.acceptableStatusCodes = acceptableStatusCodes
     self.authenticator = authenticator
     let copy = (configuration.copy() as? URLSessionConfiguration) ?? configuration
+    self.defaultHeaders = Redirects.takeSensitiveHeaders(
+      from: copy, sensitive: sensitiveNames, under: defaultHeaders)
     self.transport = Transport(configuration: copy, callbackQueue: queue)
   }
 
   /// Creates a client that uses the configuration of `session`: its cookie storage, cache,
-  /// credential storage, additional headers and timeouts.
+  /// credential storage, additional headers (the sensitive ones sent to the base URL's origin
+  /// only) and timeouts.
   ///
   /// The client still runs its requests on a session of its own, made from that
   /// configuration: it needs its own session delegate (to stream, limit and redirect), and
@@ -137,14 +173,16 @@ public final class HTTPClient: Sendable {
     baseURL: URL, session: URLSession, defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
     retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
     maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
-    maximumRedirects: Int = HTTPClient.defaultMaximumRedirects,
+    redirectPolicy: RedirectPolicy = .default,
+    sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
     acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
   ) {
     self.init(
       baseURL: baseURL, configuration: session.configuration, defaultHeaders: defaultHeaders,
       callbackQueue: callbackQueue, retryPolicy: retryPolicy, timeout: timeout,
-      maximumResponseSize: maximumResponseSize, maximumRedirects: maximumRedirects,
-      acceptableStatusCodes: acceptableStatusCodes, authenticator: authenticator)
+      maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
+      sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
+      authenticator: authenticator)
   }
 
   // MARK: Sending
@@ -169,7 +207,8 @@ public final class HTTPClient: Sendable {
       policy: request.retryPolicy ?? retryPolicy,
       acceptable: request.acceptableStatusCodes ?? acceptableStatusCodes, deadline: deadline,
       authenticator: urlRequest.url.map { Redirects.isSameOrigin($0, baseURL) } == true ? authenticator : nil,
-      maximumBodySize: maximumResponseSize, redirectLimit: maximumRedirects,
+      maximumBodySize: maximumResponseSize, redirectPolicy: request.redirectPolicy ?? redirectPolicy,
+      sensitiveHeaders: sensitiveNames,
       timerQueue: callbackQueue, resolver: resolver)
     resolver.onCancel { operation.cancel() }
     operation.start()
@@ -306,11 +345,13 @@ public final class HTTPClient: Sendable {
     var merged = defaultHeaders
     if !Redirects.isSameOrigin(url, baseURL) {
       // An absolute URL elsewhere (a link from a response, say) gets no default credential.
-      for name in Redirects.credentialHeaders { merged[name] = nil }
+      for field in defaultHeaders where sensitiveNames.contains(field.name) { merged[field.name] = nil }
     }
     for field in request.headers { merged[field.name] = field.value }
     for field in merged {
-      if let problem = HTTPRequest.headerProblem(name: field.name, value: field.value) {
+      if let problem = HTTPRequest.headerProblem(
+        name: field.name, value: field.value, sensitive: sensitiveNames)
+      {
         return .failure(.invalidRequest(problem))
       }
       urlRequest.setValue(field.value, forHTTPHeaderField: field.name)
@@ -367,8 +408,9 @@ extension HTTPClient: CustomStringConvertible, CustomReflectable {
     Mirror(
       self,
       children: [
-        "baseURL": Redaction.text(baseURL), "defaultHeaders": defaultHeaders, "timeout": timeout,
-        "maximumResponseSize": maximumResponseSize, "maximumRedirects": maximumRedirects,
+        "baseURL": Redaction.text(baseURL), "defaultHeaders": defaultHeaders.redacting(sensitiveNames),
+        "timeout": timeout, "maximumResponseSize": maximumResponseSize, "redirectPolicy": redirectPolicy,
+        "sensitiveHeaders": sensitiveHeaders.sorted(),
         "acceptableStatusCodes": acceptableStatusCodes, "authenticator": authenticator as Any,
       ], displayStyle: .class)
   }

@@ -7,10 +7,10 @@ import Foundation
 /// Every error an `HTTPClient` request can end with, each case carrying what went wrong.
 ///
 /// Match a case with `catch HTTPError.timedOut` or `if case .unacceptableStatus(let status, …)`.
-/// No case carries a credential: URLs are stored without user-info, credential headers
-/// (`Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`) are stored redacted, and so
-/// `description`, `String(reflecting:)` and `dump` are safe to log. Cancelling a request rejects
-/// it with Swift's `CancellationError`, not with an `HTTPError`.
+/// No case carries a credential: URLs are stored without user-info, the values of the client's
+/// `sensitiveHeaders` (`Authorization`, `Cookie`, `X-Api-Key`, … by default) are stored
+/// redacted, and so `description`, `String(reflecting:)` and `dump` are safe to log. Cancelling a
+/// request rejects it with Swift's `CancellationError`, not with an `HTTPError`.
 public enum HTTPError: Error, Sendable {
   /// The connection failed: refused, reset, closed early, DNS, TLS. Carries the `URLError`.
   case transport(URLError, url: URL?)
@@ -22,7 +22,8 @@ public enum HTTPError: Error, Sendable {
   case timedOut(url: URL?, deadline: Duration)
   /// The body grew past the client's size limit (decompressed bytes counted); it was cancelled.
   case tooLarge(limit: Int, url: URL?)
-  /// The request was refused before anything was sent; the text says what was wrong.
+  /// The request, or a redirect hop (to a scheme other than `http` or `https`), was refused
+  /// before anything was sent to it; the text says what was wrong.
   case invalidRequest(String)
   /// The server redirected more than `limit` times, or back to a URL already visited.
   case tooManyRedirects(limit: Int, url: URL?)

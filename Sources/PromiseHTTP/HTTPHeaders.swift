@@ -1,11 +1,16 @@
 /// Header fields with case-insensitive names, in order, whose credentials never show in descriptions.
 ///
 /// Look a field up with `headers["content-type"]` in any case. `description`, `debugDescription`
-/// and `dump` print `Authorization`, `Proxy-Authorization`, `Cookie` and `Set-Cookie` values as
-/// `<redacted>`; the values themselves are still there for code that reads them.
+/// and `dump` print the values of sensitive headers as `<redacted>`: those of the client's
+/// `sensitiveHeaders` for the headers of a response it made, `HTTPClient.defaultSensitiveHeaders`
+/// otherwise. The values themselves are still there for code that reads them.
 public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
   /// The fields, in order, with the names as they were given.
   public private(set) var fields: [(name: String, value: String)]
+  /// The names whose values descriptions redact; `nil` for `HeaderNameSet.defaultSensitive`.
+  ///
+  /// A client sets its own on the responses it makes. Not part of equality.
+  var sensitiveNames: HeaderNameSet?
 
   /// Creates headers from fields, in order.
   public init(_ fields: [(name: String, value: String)] = []) {
@@ -71,8 +76,22 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
   }
 
   /// Returns a copy whose credential values are replaced by `<redacted>`.
+  ///
+  /// The credentials are the client's `sensitiveHeaders` for the headers of a response it made,
+  /// `HTTPClient.defaultSensitiveHeaders` otherwise.
   public var redacted: HTTPHeaders {
-    HTTPHeaders(fields.map { (name: $0.name, value: Redaction.value($0.value, forHeader: $0.name)) })
+    let names = sensitiveNames ?? .defaultSensitive
+    var copy = HTTPHeaders(
+      fields.map { (name: $0.name, value: Redaction.value($0.value, forHeader: $0.name, sensitive: names)) })
+    copy.sensitiveNames = sensitiveNames
+    return copy
+  }
+
+  /// Returns a copy whose descriptions redact the values of `names`.
+  func redacting(_ names: HeaderNameSet) -> HTTPHeaders {
+    var copy = self
+    copy.sensitiveNames = names
+    return copy
   }
 
   /// Compares names case-insensitively and values exactly, in order.

@@ -16,8 +16,8 @@ public struct HTTPRequest: Sendable {
   /// The path relative to the client's base URL (`"stream/config"`), or an absolute URL.
   ///
   /// An absolute URL on another scheme, host or port than the base URL gets neither the
-  /// client's default `Authorization`, `Proxy-Authorization` and `Cookie` headers nor the
-  /// authenticator's token; headers given with the request itself are sent.
+  /// client's default headers that are among its `sensitiveHeaders` nor the authenticator's
+  /// token; headers given with the request itself are sent.
   ///
   /// Build it from untrusted input with `HTTPPath(segments:)`.
   public var path: String
@@ -33,12 +33,17 @@ public struct HTTPRequest: Sendable {
   public var acceptableStatusCodes: Range<Int>?
   /// The retry policy for this request; `nil` uses the client's `retryPolicy`.
   public var retryPolicy: RetryPolicy?
+  /// The redirect policy for this request; `nil` uses the client's `redirectPolicy`.
+  ///
+  /// With `.doNotFollow`, accept redirect statuses too (`acceptableStatusCodes: 200..<400`) to
+  /// receive the 3xx as a response rather than as `HTTPError.unacceptableStatus`.
+  public var redirectPolicy: RedirectPolicy?
 
   /// Creates a request.
   public init(
     method: HTTPMethod = .get, path: String, query: [URLQueryItem] = [], headers: HTTPHeaders = [:],
     body: [UInt8]? = nil, deadline: Deadline? = nil, acceptableStatusCodes: Range<Int>? = nil,
-    retryPolicy: RetryPolicy? = nil
+    retryPolicy: RetryPolicy? = nil, redirectPolicy: RedirectPolicy? = nil
   ) {
     self.method = method
     self.path = path
@@ -48,13 +53,16 @@ public struct HTTPRequest: Sendable {
     self.deadline = deadline
     self.acceptableStatusCodes = acceptableStatusCodes
     self.retryPolicy = retryPolicy
+    self.redirectPolicy = redirectPolicy
   }
 
   /// Returns the problem with a header field, or `nil` when it may be sent.
   ///
   /// Names must be RFC 9110 tokens; values may hold visible ASCII, spaces, tabs and non-ASCII
   /// text, but no CR, LF, NUL or other control byte (which would split or end the header block).
-  static func headerProblem(name: String, value: String) -> String? {
+  static func headerProblem(
+    name: String, value: String, sensitive names: HeaderNameSet = .defaultSensitive
+  ) -> String? {
     let tokenPunctuation = Set("!#$%&'*+-.^_`|~".utf8)
     if name.isEmpty { return "a header has an empty name" }
     for byte in name.utf8 {
@@ -67,7 +75,7 @@ public struct HTTPRequest: Sendable {
       }
     }
     for byte in value.utf8 where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
-      let shown = Redaction.isSensitive(headerName: name) ? Redaction.placeholder : Self.printable(value)
+      let shown = names.contains(name) ? Redaction.placeholder : Self.printable(value)
       return "the value of header '\(name)' has the control byte 0x\(String(byte, radix: 16)): '\(shown)'"
     }
     return nil

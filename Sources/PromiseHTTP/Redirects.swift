@@ -7,18 +7,19 @@ import Foundation
 /// The redirect rules: which hops are followed and what a hop to another origin may carry.
 ///
 /// FoundationNetworking on Linux follows redirects with every header of the original request,
-/// `Authorization` included, whatever the target host (measured on Swift 6.3.1). The client
-/// routes each hop through these rules instead.
+/// `Authorization` included, whatever the target host; and it rewrites a `Location` with
+/// another scheme but no host (`file:///etc/passwd`, `data:,hello`) into a path on the current
+/// origin (`/etc/passwd`, `/,hello`) and proposes to follow that (measured on Swift 6.3.1). The
+/// client routes each hop through these rules instead, reading the raw `Location` itself.
 enum Redirects {
-  /// The headers that never follow a redirect to another scheme, host or port.
-  static let credentialHeaders = ["Authorization", "Proxy-Authorization", "Cookie"]
-
   /// What to do with one redirect hop.
   enum Decision: Equatable {
-    /// Follow the hop with this request (credentials removed when the origin changed).
+    /// Follow the hop with this request (sensitive headers removed when the origin changed).
     case follow(URLRequest)
+    /// Do not follow: the 3xx response is the answer (`RedirectPolicy.doNotFollow`).
+    case deliver
     /// Refuse: the hop would exceed the limit or revisit a URL (a loop).
-    case tooManyRedirects
+    case tooManyRedirects(limit: Int)
     /// Refuse: the target is not `http` or `https`.
     case unsupportedScheme(String)
   }
@@ -38,24 +39,76 @@ enum Redirects {
     }
   }
 
+  /// Removes the sensitive fields of `configuration.httpAdditionalHeaders`; returns them under
+  /// `headers` (whose fields win), to be sent as default headers.
+  ///
+  /// FoundationNetworking adds the session's additional headers to every request, redirect hops
+  /// to another origin and absolute URLs elsewhere included (measured on Swift 6.3.1); the
+  /// client's default headers are sent to the base URL's origin only.
+  static func takeSensitiveHeaders(
+    from configuration: URLSessionConfiguration, sensitive names: HeaderNameSet, under headers: HTTPHeaders
+  ) -> HTTPHeaders {
+    guard var additional = configuration.httpAdditionalHeaders else { return headers }
+    var taken = HTTPHeaders()
+    for (key, value) in additional {
+      guard let name = key.base as? String, names.contains(name) else { continue }
+      taken.add(name: name, value: value as? String ?? "\(value)")
+      additional[key] = nil
+    }
+    guard taken.count > 0 else { return headers }
+    configuration.httpAdditionalHeaders = additional
+    for field in headers { taken[field.name] = field.value }
+    return taken
+  }
+
+  /// Returns the scheme of a URI reference, lowercased, or `nil` when it is relative.
+  ///
+  /// RFC 3986 §3.1 and §4.2: a scheme is a letter followed by letters, digits, `+`, `-` or `.`,
+  /// then `:`; a reference whose first `:` comes after a `/`, `?` or `#` (or that has none) is
+  /// relative.
+  static func scheme(ofReference reference: String) -> String? {
+    let text = reference.drop { $0 == " " || $0 == "\t" }
+    guard let colon = text.firstIndex(of: ":"), let first = text.first, first.isASCII, first.isLetter else {
+      return nil
+    }
+    let scheme = text[..<colon]
+    let valid = scheme.allSatisfy { character in
+      character.isASCII && (character.isLetter || character.isNumber || "+-.".contains(character))
+    }
+    return valid ? scheme.lowercased() : nil
+  }
+
   /// Decides about one hop.
   ///
   /// - Parameters:
+  ///   - location: The raw `Location` of the 3xx response; its scheme is checked before
+  ///     FoundationNetworking's rewriting can hide it.
   ///   - proposed: The request FoundationNetworking would send next.
-  ///   - origin: The URL of the original request; credentials go only to its origin.
+  ///   - origin: The URL of the original request; sensitive headers go only to its origin.
   ///   - visited: The URLs requested so far in this exchange, the original included.
-  ///   - limit: The most redirects allowed.
-  /// - Returns: The request to follow, or why the hop is refused.
-  static func decide(proposed: URLRequest, origin: URL, visited: [URL], limit: Int) -> Decision {
+  ///   - policy: Whether to follow, and how far.
+  ///   - sensitiveHeaders: The headers removed from a hop to another origin.
+  /// - Returns: The request to follow, or why the hop is not followed.
+  static func decide(
+    location: String?, proposed: URLRequest, origin: URL, visited: [URL], policy: RedirectPolicy,
+    sensitiveHeaders: HeaderNameSet
+  ) -> Decision {
+    guard case .follow = policy else { return .deliver }
+    if let scheme = location.flatMap(scheme(ofReference:)), scheme != "http" && scheme != "https" {
+      return .unsupportedScheme(scheme)
+    }
     guard let target = proposed.url else { return .unsupportedScheme("none") }
     let scheme = target.scheme?.lowercased() ?? ""
     guard scheme == "http" || scheme == "https" else { return .unsupportedScheme(scheme) }
+    let limit = policy.maximumRedirects
     if visited.count > limit || visited.contains(where: { $0.absoluteString == target.absoluteString }) {
-      return .tooManyRedirects
+      return .tooManyRedirects(limit: limit)
     }
     var request = proposed
     if !isSameOrigin(origin, target) {
-      for name in credentialHeaders { request.setValue(nil, forHTTPHeaderField: name) }
+      for name in (proposed.allHTTPHeaderFields ?? [:]).keys where sensitiveHeaders.contains(name) {
+        request.setValue(nil, forHTTPHeaderField: name)
+      }
     }
     return .follow(request)
   }

@@ -24,7 +24,8 @@ final class RequestOperation: @unchecked Sendable {
   private let deadline: Deadline
   private let authenticator: TokenAuthenticator?
   private let maximumBodySize: Int
-  private let redirectLimit: Int
+  private let redirectPolicy: RedirectPolicy
+  private let sensitiveHeaders: HeaderNameSet
   private let timerQueue: DispatchQueue
 
   private var resolver: Promise<HTTPResponse>.Resolver?
@@ -37,8 +38,9 @@ final class RequestOperation: @unchecked Sendable {
   init(
     transport: Transport, request: URLRequest, method: HTTPMethod, policy: RetryPolicy,
     acceptable: Range<Int>,
-    deadline: Deadline, authenticator: TokenAuthenticator?, maximumBodySize: Int, redirectLimit: Int,
-    timerQueue: DispatchQueue, resolver: Promise<HTTPResponse>.Resolver
+    deadline: Deadline, authenticator: TokenAuthenticator?, maximumBodySize: Int,
+    redirectPolicy: RedirectPolicy, sensitiveHeaders: HeaderNameSet, timerQueue: DispatchQueue,
+    resolver: Promise<HTTPResponse>.Resolver
   ) {
     self.transport = transport
     self.request = request
@@ -48,7 +50,8 @@ final class RequestOperation: @unchecked Sendable {
     self.deadline = deadline
     self.authenticator = request.value(forHTTPHeaderField: "Authorization") == nil ? authenticator : nil
     self.maximumBodySize = maximumBodySize
-    self.redirectLimit = redirectLimit
+    self.redirectPolicy = redirectPolicy
+    self.sensitiveHeaders = sensitiveHeaders
     self.timerQueue = timerQueue
     self.resolver = resolver
   }
@@ -104,8 +107,10 @@ final class RequestOperation: @unchecked Sendable {
       return
     }
     // The exchange is stored before its completion can run: the lock is held across `start`.
-    exchange = transport.start(request, maximumBodySize: maximumBodySize, redirectLimit: redirectLimit) {
-      [self] result in
+    exchange = transport.start(
+      request, maximumBodySize: maximumBodySize, redirectPolicy: redirectPolicy,
+      sensitiveHeaders: sensitiveHeaders
+    ) { [self] result in
       handle(result, token: token)
     }
     lock.unlock()

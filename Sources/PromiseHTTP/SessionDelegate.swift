@@ -42,20 +42,60 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
     _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
   ) {
-    completionHandler(exchange(for: task)?.redirect(to: request))
+    completionHandler(exchange(for: task)?.redirect(response, to: request))
   }
 
   func urlSession(
     _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
     completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
   ) {
-    // FoundationNetworking on Linux raises no server-trust challenge: libcurl verifies TLS
-    // certificates itself, and this client has no option to turn that off.
-    // Answering a Basic (or other) challenge by default hangs FoundationNetworking forever
-    // (measured on Swift 6.3.1). Refusing it ends the task at once; the 401 is then delivered.
-    exchange(for: task)?.refuseChallenge()
-    completionHandler(.cancelAuthenticationChallenge, nil)
+    switch Self.answer(toChallengeWith: challenge.protectionSpace.authenticationMethod) {
+    case .performDefaultHandling:
+      completionHandler(.performDefaultHandling, nil)
+    case .cancel:
+      exchange(for: task)?.refuseChallenge()
+      completionHandler(.cancelAuthenticationChallenge, nil)
+    }
   }
+
+  /// How the client answers an authentication challenge, before it becomes a
+  /// `URLSession.AuthChallengeDisposition` (a type of our own, so the decision is testable on
+  /// every platform).
+  enum ChallengeAnswer: Equatable {
+    /// Let the system decide: for TLS, the platform's certificate checks.
+    case performDefaultHandling
+    /// Cancel the challenge; the response that raised it (a 401 or 407) is delivered.
+    case cancel
+  }
+
+  /// Returns the answer to a challenge whose protection space has `method`, one of the
+  /// `NSURLAuthenticationMethod…` constants.
+  ///
+  /// TLS challenges (server trust, client certificate) get the system's default handling: on
+  /// Apple platforms every HTTPS connection raises a server-trust challenge, and cancelling it
+  /// would fail every HTTPS request, while the default handling is the platform's certificate
+  /// validation, which this client has no option to weaken. FoundationNetworking on Linux raises
+  /// neither (libcurl verifies certificates itself).
+  ///
+  /// HTTP challenges (`Basic`, `Digest`, NTLM, Negotiate and any other) are cancelled: answering
+  /// one by default hangs FoundationNetworking forever, while cancelling ends the task at once
+  /// and the 401 (or 407) is delivered as the response (both measured on Linux, Swift 6.3.1).
+  static func answer(toChallengeWith method: String) -> ChallengeAnswer {
+    switch method {
+    case serverTrustMethod, clientCertificateMethod: .performDefaultHandling
+    default: .cancel
+    }
+  }
+
+  #if canImport(FoundationNetworking)
+    // swift-corelibs-foundation marks these constants unavailable; their values are their names,
+    // as in Apple's Foundation.
+    static let serverTrustMethod = "NSURLAuthenticationMethodServerTrust"
+    static let clientCertificateMethod = "NSURLAuthenticationMethodClientCertificate"
+  #else
+    static let serverTrustMethod = NSURLAuthenticationMethodServerTrust
+    static let clientCertificateMethod = NSURLAuthenticationMethodClientCertificate
+  #endif
 
   func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
     exchange(for: task, removing: true)?.complete(error: error)

@@ -28,13 +28,13 @@ final class Transport: Sendable {
 
   /// Starts a data task for `request`; `completion` runs once unless the exchange is cancelled.
   func start(
-    _ request: URLRequest, maximumBodySize: Int, redirectLimit: Int,
-    completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
+    _ request: URLRequest, maximumBodySize: Int, redirectPolicy: RedirectPolicy,
+    sensitiveHeaders: HeaderNameSet, completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) -> Exchange {
     let task = session.dataTask(with: request)
     let exchange = Exchange(
-      task: task, requestURL: request.url!, maximumBodySize: maximumBodySize, redirectLimit: redirectLimit,
-      completion: completion)
+      task: task, requestURL: request.url!, maximumBodySize: maximumBodySize, redirectPolicy: redirectPolicy,
+      sensitiveHeaders: sensitiveHeaders, completion: completion)
     delegate.add(exchange)
     task.resume()
     return exchange

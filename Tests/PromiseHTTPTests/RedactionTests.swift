@@ -90,4 +90,37 @@ struct RedactionTests {
       #expect(!text.contains("s3cret") && !text.contains("pa55word"), "\(text)")
     }
   }
+
+  @Test func errorsAndDescriptionsRedactTheSensitiveHeadersOfTheClient() async throws {
+    let secrets: [(String, String)] = [
+      ("X-Api-Key", "k-s3cret"), ("x-session", "s-s3cret"), ("X-Visible", "shown"),
+    ]
+    try await withServer({ router in
+      router.on("GET", "/private") { _ in
+        .respond(ServerResponse(status: 403, headers: secrets, body: Array("forbidden".utf8)))
+      }
+      router.on("GET", "/accepted") { _ in .respond(ServerResponse(status: 202, headers: secrets)) }
+    }) { server in
+      let client = server.client(
+        sensitiveHeaders: HTTPClient.defaultSensitiveHeaders.union(["X-Session"]),
+        defaultHeaders: ["X-SESSION": "d-s3cret"])
+      var texts: [String] = []
+      let (status, _) = await outcome(of: client.get("private"))
+      texts += try renderings(of: #require(httpError(status)))
+      let (narrowed, _) = await outcome(of: client.get("accepted").validate(statusCodes: 200..<201))
+      texts += try renderings(of: #require(httpError(narrowed)))
+      let (invalid, _) = await outcome(of: client.get("private", headers: ["x-session": "i-s3cret\r\nX: y"]))
+      texts += try renderings(of: #require(httpError(invalid)))
+      let response = try await client.get("accepted").value
+      var dumped = ""
+      dump(response, to: &dumped)
+      dump(client, to: &dumped)
+      texts += [response.description, "\(response.headers)", dumped, String(describing: client)]
+      for text in texts {
+        #expect(!text.contains("s3cret"), "\(text)")
+      }
+      #expect(texts[0].contains("shown"))
+      #expect(response.headers["X-Session"] == "s-s3cret", "the value itself is kept for code that reads it")
+    }
+  }
 }

@@ -1,11 +1,20 @@
 import Foundation
 import LoopbackHTTPServer
-import PromiseHTTP
 import Promises
 import Testing
 
+@testable import PromiseHTTP
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
 @Suite("Redirects", .timeLimit(.minutes(1)))
 struct RedirectsTests {
+  /// Where a cross-origin redirect leads: the same port on another address, or another port.
+  enum Elsewhere: CaseIterable {
+    case otherHost, otherPort
+  }
   static let credentials = [
     "Authorization": "Bearer s3cret", "Cookie": "id=s3cret", "Proxy-Authorization": "Basic cHc=",
     "X-Trace": "t-1",
@@ -34,7 +43,10 @@ struct RedirectsTests {
     }) { server in
       let (result, elapsed) = await outcome(of: server.client().get("ping"))
       report("redirect loop ping ↔ pong", result, elapsed)
-      guard case .tooManyRedirects(_, let url)? = httpError(result) else { return }
+      guard case .tooManyRedirects(_, let url)? = httpError(result) else {
+        Issue.record("expected tooManyRedirects, got \(result)")
+        return
+      }
       #expect(url?.path == "/ping")
       #expect(server.requests.count == 2)
     }
@@ -48,9 +60,13 @@ struct RedirectsTests {
       }
     }) { server in
       let (result, elapsed) = await outcome(
-        of: server.client(maximumRedirects: 3).get("hop", query: [.init(name: "n", value: "0")]))
+        of: server.client(redirectPolicy: .follow(maximum: 3)).get(
+          "hop", query: [.init(name: "n", value: "0")]))
       report("endless redirect chain, limit 3", result, elapsed)
-      guard case .tooManyRedirects(let limit, _)? = httpError(result) else { return }
+      guard case .tooManyRedirects(let limit, _)? = httpError(result) else {
+        Issue.record("expected tooManyRedirects, got \(result)")
+        return
+      }
       #expect(limit == 3)
       #expect(server.requests.count == 4)
     }
@@ -98,12 +114,64 @@ struct RedirectsTests {
     }
   }
 
-  @Test func aRedirectToAnotherSchemeIsRefused() async throws {
+  /// FoundationNetworking turns these into a same-origin `http` URL (`/etc/passwd`, `/,hello`,
+  /// `/alert(1)`) and proposes to follow it; the client must refuse before a second request.
+  @Test(
+    "a redirect to a scheme other than http or https is refused before anything else is sent",
+    arguments: [
+      "file:///etc/passwd", "data:,hello", "javascript:alert(1)", "FILE:///etc/passwd", "ftp://127.0.0.1/x",
+    ])
+  func aRedirectToAnotherSchemeIsRefused(location: String) async throws {
     try await withServer({ router in
-      router.on("GET", "/file") { _ in .respond(.redirect(to: "file:///etc/passwd")) }
+      router.on("GET", "/away") { _ in .respond(.redirect(to: location)) }
     }) { server in
-      let (result, _) = await outcome(of: server.client().get("file"))
-      guard case .invalidRequest? = httpError(result) else { return }
+      let (result, elapsed) = await outcome(of: server.client(retryPolicy: quickRetries()).get("away"))
+      report("redirect to \(location)", result, elapsed)
+      guard case .invalidRequest(let text)? = httpError(result) else {
+        Issue.record("expected invalidRequest, got \(result)")
+        return
+      }
+      #expect(text.contains("unsupported scheme"), "\(text)")
+      #expect(server.requests.map(\.path) == ["/away"])
+    }
+  }
+
+  @Test(
+    "a redirect status without a usable Location is reported as that status, not retried",
+    arguments: [(301, nil), (302, ""), (303, "http://[bad"), (307, nil), (308, nil)] as [(Int, String?)])
+  func aRedirectWithoutLocationIsItsStatus(status: Int, location: String?) async throws {
+    try await withServer({ router in
+      router.on("GET", "/moved") { _ in
+        .respond(
+          ServerResponse(
+            status: status, headers: location.map { [("Location", $0)] } ?? [], body: Array("gone".utf8)))
+      }
+    }) { server in
+      let (result, elapsed) = await outcome(of: server.client(retryPolicy: quickRetries()).get("moved"))
+      report("\(status) with Location \(location.map { "'\($0)'" } ?? "missing")", result, elapsed)
+      guard case .unacceptableStatus(let code, let headers, _, let url)? = httpError(result) else {
+        Issue.record("expected unacceptableStatus, got \(result)")
+        return
+      }
+      #expect(code == status)
+      #expect(headers["Location"] == location)
+      #expect(url.path == "/moved")
+      #expect(server.requests.count == 1)
+    }
+  }
+
+  @Test func anAPIKeyDoesNotFollowACrossOriginRedirect() async throws {
+    try await withServer({ router in
+      router.on("GET", "/ok") { _ in .respond(.text("ok")) }
+    }) { server in
+      let other = server.server.secondBaseURL.appendingPathComponent("ok").absoluteString
+      server.router.on("GET", "/away") { _ in .respond(.redirect(to: other)) }
+      let client = server.client(defaultHeaders: ["x-api-key": "k-default"])
+      _ = try await client.get("away", headers: ["X-API-Key": "k-s3cret", "X-Trace": "t-1"]).value
+      let arrived = try #require(server.requests.last)
+      #expect(arrived.host == "127.0.0.2")
+      #expect(arrived.header("X-Api-Key") == nil)
+      #expect(arrived.header("X-Trace") == "t-1")
     }
   }
 
@@ -126,6 +194,126 @@ struct RedirectsTests {
       #expect(arrived.count == 2)
       #expect(arrived.allSatisfy { $0.header("Authorization") == nil })
       #expect(arrived.first?.header("X-App") == "story")
+    }
+  }
+
+  @Test(
+    "sensitive headers, the default ones and those a client adds, do not follow a redirect to another origin",
+    arguments: Elsewhere.allCases)
+  func sensitiveHeadersStayWithTheirOrigin(elsewhere: Elsewhere) async throws {
+    try await withServer({ router in
+      router.on("GET", "/ok") { _ in .respond(.text("ok")) }
+    }) { origin in
+      try await withServer({ router in
+        router.on("GET", "/ok") { _ in .respond(.text("ok")) }
+      }) { other in
+        let target = elsewhere == .otherHost ? origin.server.secondBaseURL : other.baseURL
+        let location = target.appendingPathComponent("ok").absoluteString
+        origin.router.on("GET", "/away") { _ in .respond(.redirect(to: location)) }
+        let client = origin.client(sensitiveHeaders: HTTPClient.defaultSensitiveHeaders.union(["x-session"]))
+        let headers = ["X-Api-Key": "k-s3cret", "X-SESSION": "s-s3cret", "Cookie": "c", "X-Trace": "t-1"]
+        let response = try await client.get("away", headers: headers).value
+        #expect(response.url.absoluteString == location)
+        let arrived = (origin.requests + other.requests).filter { $0.pathWithoutQuery == "/ok" }
+        #expect(arrived.count == 1)
+        #expect(arrived.first?.header("X-Api-Key") == nil)
+        #expect(arrived.first?.header("X-Session") == nil)
+        #expect(arrived.first?.header("Cookie") == nil)
+        #expect(arrived.first?.header("X-Trace") == "t-1")
+      }
+    }
+  }
+
+  @Test func aSensitiveHeaderFollowsASameOriginRedirect() async throws {
+    try await withServer({ router in
+      router.on("GET", "/old") { _ in .respond(.redirect(to: "/new", status: 307)) }
+      router.on("GET", "/new") { _ in .respond(.text("ok")) }
+    }) { server in
+      let client = server.client(sensitiveHeaders: ["X-Session"])
+      _ = try await client.get("old", headers: ["x-session": "s-1", "X-Api-Key": "k-1"]).value
+      #expect(server.requests.last?.header("X-Session") == "s-1")
+      #expect(server.requests.last?.header("X-Api-Key") == "k-1")
+    }
+  }
+
+  @Test func theContractCredentialsStaySensitiveWhateverTheClientIsGiven() async throws {
+    try await withServer({ router in
+      router.on("GET", "/ok") { _ in .respond(.text("ok")) }
+    }) { server in
+      let other = server.server.secondBaseURL.appendingPathComponent("ok").absoluteString
+      server.router.on("GET", "/away") { _ in .respond(.redirect(to: other)) }
+      let client = server.client(sensitiveHeaders: ["cookie"])
+      #expect(client.sensitiveHeaders == ["cookie", "Authorization", "Proxy-Authorization"])
+      _ = try await client.get("away", headers: Self.credentials.merging(["X-Api-Key": "k"]) { $1 }).value
+      let arrived = try #require(server.requests.last)
+      #expect(arrived.host == "127.0.0.2")
+      #expect(arrived.header("Authorization") == nil)
+      #expect(arrived.header("Proxy-Authorization") == nil)
+      #expect(arrived.header("Cookie") == nil)
+      #expect(arrived.header("X-Api-Key") == "k", "not sensitive for this client, so it follows")
+    }
+  }
+
+  @Test func theSchemeOfALocationIsReadAsRFC3986Says() {
+    let cases: [(String, String?)] = [
+      ("file:///etc/passwd", "file"), ("data:,hello", "data"), ("HTTPS://example.com/", "https"),
+      (" javascript:alert(1)", "javascript"), ("c+d.e-f:x", "c+d.e-f"), ("/a:b", nil), ("a/b:c", nil),
+      ("//host/x", nil), ("?q=a:b", nil), ("#a:b", nil), ("1abc:x", nil), ("", nil), ("relative", nil),
+    ]
+    for (reference, scheme) in cases {
+      #expect(Redirects.scheme(ofReference: reference) == scheme, "\(reference)")
+    }
+  }
+
+  @Test func aHopIsDecidedByTheRawLocationNotByWhatFoundationNetworkingProposes() throws {
+    let origin = try #require(URL(string: "http://127.0.0.1:8080/r"))
+    // What FoundationNetworking proposes for `Location: file:///etc/passwd`.
+    var proposed = URLRequest(url: try #require(URL(string: "http://127.0.0.1:8080/etc/passwd")))
+    proposed.setValue("k", forHTTPHeaderField: "X-Api-Key")
+    let names = HeaderNameSet(sensitive: HTTPClient.defaultSensitiveHeaders)
+    let refused = Redirects.decide(
+      location: "file:///etc/passwd", proposed: proposed, origin: origin, visited: [origin], policy: .default,
+      sensitiveHeaders: names)
+    #expect(refused == .unsupportedScheme("file"))
+    let delivered = Redirects.decide(
+      location: "file:///etc/passwd", proposed: proposed, origin: origin, visited: [origin],
+      policy: .doNotFollow, sensitiveHeaders: names)
+    #expect(delivered == .deliver)
+    proposed.url = URL(string: "http://127.0.0.2:8080/x")
+    guard
+      case .follow(let next) = Redirects.decide(
+        location: "http://127.0.0.2:8080/x", proposed: proposed, origin: origin, visited: [origin],
+        policy: .default, sensitiveHeaders: names)
+    else {
+      Issue.record("expected the hop to be followed")
+      return
+    }
+    #expect(next.value(forHTTPHeaderField: "X-Api-Key") == nil)
+  }
+
+  @Test func sensitiveHeadersOfTheSessionConfigurationStayWithTheirOrigin() async throws {
+    try await withServer({ router in
+      router.on("GET", "/ok") { _ in .respond(.text("ok")) }
+    }) { server in
+      let other = server.server.secondBaseURL.appendingPathComponent("ok").absoluteString
+      server.router.on("GET", "/away") { _ in .respond(.redirect(to: other)) }
+      let configuration = HTTPClient.makeDefaultConfiguration()
+      configuration.httpAdditionalHeaders = [
+        "Authorization": "Bearer s3cret", "x-api-key": "k-s3cret", "X-App": "story",
+      ]
+      let client = HTTPClient(baseURL: server.baseURL, configuration: configuration, retryPolicy: .none)
+      _ = try await client.get("away").value
+      _ = try await client.get(other).value
+      let home = try #require(server.requests.first)
+      #expect(home.header("Authorization") == "Bearer s3cret")
+      #expect(home.header("X-Api-Key") == "k-s3cret")
+      let elsewhere = server.requests.filter { $0.host == "127.0.0.2" }
+      #expect(elsewhere.count == 2)
+      for request in elsewhere {
+        #expect(request.header("Authorization") == nil)
+        #expect(request.header("X-Api-Key") == nil)
+        #expect(request.header("X-App") == "story")
+      }
     }
   }
 }

@@ -28,13 +28,16 @@ struct TestServer {
   /// Returns a client for this server with test-friendly defaults (no retries unless given).
   func client(
     retryPolicy: RetryPolicy = .none, timeout: Duration = .seconds(10), maximumResponseSize: Int = 1 << 20,
-    maximumRedirects: Int = HTTPClient.defaultMaximumRedirects, acceptableStatusCodes: Range<Int> = 200..<300,
-    defaultHeaders: HTTPHeaders = [:], authenticator: TokenAuthenticator? = nil
+    redirectPolicy: RedirectPolicy = .default,
+    sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
+    acceptableStatusCodes: Range<Int> = 200..<300, defaultHeaders: HTTPHeaders = [:],
+    authenticator: TokenAuthenticator? = nil
   ) -> HTTPClient {
     HTTPClient(
       baseURL: baseURL, defaultHeaders: defaultHeaders, retryPolicy: retryPolicy, timeout: timeout,
-      maximumResponseSize: maximumResponseSize, maximumRedirects: maximumRedirects,
-      acceptableStatusCodes: acceptableStatusCodes, authenticator: authenticator)
+      maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
+      sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
+      authenticator: authenticator)
   }
 }
 
