@@ -193,15 +193,23 @@ public final class HTTPClient: Sendable {
   /// it is rejected with an `HTTPError` otherwise, or with `CancellationError` when cancelled.
   /// Nothing is sent when the request is invalid: the promise is rejected with
   /// `HTTPError.invalidRequest` at once.
-  public func send(_ request: HTTPRequest) -> Promise<HTTPResponse> {
+  ///
+  /// - Parameters:
+  ///   - request: The request to send.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: A promise of the response, rejected with an `HTTPError` on failure.
+  public func send(
+    _ request: HTTPRequest, file: StaticString = #fileID, line: UInt = #line
+  ) -> Promise<HTTPResponse> {
     let urlRequest: URLRequest
     switch prepare(request) {
     case .success(let prepared): urlRequest = prepared
-    case .failure(let error): return Promise(error: error)
+    case .failure(let error): return Promise(error: error, file: file, line: line)
     }
     let requestDeadline = Deadline.after(timeout)
     let deadline = request.deadline.map { min($0, requestDeadline) } ?? requestDeadline
-    let (promise, resolver) = Promise<HTTPResponse>.pending()
+    let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
     let operation = RequestOperation(
       transport: transport, request: urlRequest, method: request.method,
       policy: request.retryPolicy ?? retryPolicy,
@@ -222,37 +230,46 @@ public final class HTTPClient: Sendable {
   ///   - query: Query items, percent-encoded.
   ///   - headers: Header fields for this request.
   ///   - deadline: A deadline shared by a chain of requests, on top of `timeout`.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
   /// - Returns: A promise of the response, rejected with an `HTTPError` on failure.
   public func get(
-    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], deadline: Deadline? = nil
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], deadline: Deadline? = nil,
+    file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
     send(
-      HTTPRequest(method: .get, path: path, query: query, headers: HTTPHeaders(headers), deadline: deadline))
+      HTTPRequest(method: .get, path: path, query: query, headers: HTTPHeaders(headers), deadline: deadline),
+      file: file, line: line)
   }
 
   /// Sends a `HEAD` request for `path`; the response has headers and no body.
   public func head(
-    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], deadline: Deadline? = nil
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], deadline: Deadline? = nil,
+    file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
     send(
-      HTTPRequest(method: .head, path: path, query: query, headers: HTTPHeaders(headers), deadline: deadline))
+      HTTPRequest(method: .head, path: path, query: query, headers: HTTPHeaders(headers), deadline: deadline),
+      file: file, line: line)
   }
 
   /// Sends a `DELETE` request for `path`.
   public func delete(
-    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], deadline: Deadline? = nil
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], deadline: Deadline? = nil,
+    file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
     send(
       HTTPRequest(
-        method: .delete, path: path, query: query, headers: HTTPHeaders(headers), deadline: deadline))
+        method: .delete, path: path, query: query, headers: HTTPHeaders(headers), deadline: deadline),
+      file: file, line: line)
   }
 
   /// Sends a `POST` request with `body` as raw bytes.
   public func post(
     _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: [UInt8],
-    deadline: Deadline? = nil
+    deadline: Deadline? = nil,
+    file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
-    send(withBody: .post, path, query, headers, body, deadline)
+    send(withBody: .post, path, query, headers, body, deadline, file, line)
   }
 
   /// Sends a `POST` request with `json` encoded as JSON (`Content-Type: application/json`).
@@ -260,68 +277,77 @@ public final class HTTPClient: Sendable {
   /// An encoding failure rejects the promise with `HTTPError.invalidRequest`; nothing is sent.
   public func post(
     _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], json: some Encodable,
-    encoder: JSONEncoder = JSONEncoder(), deadline: Deadline? = nil
+    encoder: JSONEncoder = JSONEncoder(), deadline: Deadline? = nil,
+    file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
-    send(withJSON: .post, path, query, headers, json, encoder, deadline)
+    send(withJSON: .post, path, query, headers, json, encoder, deadline, file, line)
   }
 
   /// Sends a `PUT` request with `body` as raw bytes.
   public func put(
     _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: [UInt8],
-    deadline: Deadline? = nil
+    deadline: Deadline? = nil,
+    file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
-    send(withBody: .put, path, query, headers, body, deadline)
+    send(withBody: .put, path, query, headers, body, deadline, file, line)
   }
 
   /// Sends a `PUT` request with `json` encoded as JSON.
   public func put(
     _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], json: some Encodable,
-    encoder: JSONEncoder = JSONEncoder(), deadline: Deadline? = nil
+    encoder: JSONEncoder = JSONEncoder(), deadline: Deadline? = nil,
+    file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
-    send(withJSON: .put, path, query, headers, json, encoder, deadline)
+    send(withJSON: .put, path, query, headers, json, encoder, deadline, file, line)
   }
 
   /// Sends a `PATCH` request with `body` as raw bytes.
   public func patch(
     _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: [UInt8],
-    deadline: Deadline? = nil
+    deadline: Deadline? = nil,
+    file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
-    send(withBody: .patch, path, query, headers, body, deadline)
+    send(withBody: .patch, path, query, headers, body, deadline, file, line)
   }
 
   /// Sends a `PATCH` request with `json` encoded as JSON.
   public func patch(
     _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], json: some Encodable,
-    encoder: JSONEncoder = JSONEncoder(), deadline: Deadline? = nil
+    encoder: JSONEncoder = JSONEncoder(), deadline: Deadline? = nil,
+    file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
-    send(withJSON: .patch, path, query, headers, json, encoder, deadline)
+    send(withJSON: .patch, path, query, headers, json, encoder, deadline, file, line)
   }
 
   private func send(
     withBody method: HTTPMethod, _ path: String, _ query: [URLQueryItem], _ headers: [String: String],
-    _ body: [UInt8], _ deadline: Deadline?
+    _ body: [UInt8], _ deadline: Deadline?, _ file: StaticString, _ line: UInt
   ) -> Promise<HTTPResponse> {
     send(
       HTTPRequest(
         method: method, path: path, query: query, headers: HTTPHeaders(headers), body: body,
-        deadline: deadline))
+        deadline: deadline), file: file, line: line)
   }
 
   private func send(
     withJSON method: HTTPMethod, _ path: String, _ query: [URLQueryItem], _ headers: [String: String],
-    _ value: some Encodable, _ encoder: JSONEncoder, _ deadline: Deadline?
+    _ value: some Encodable, _ encoder: JSONEncoder, _ deadline: Deadline?, _ file: StaticString,
+    _ line: UInt
   ) -> Promise<HTTPResponse> {
     let body: Data
     do {
       body = try encoder.encode(value)
     } catch {
-      return Promise(error: HTTPError.invalidRequest("could not encode \(type(of: value)) as JSON: \(error)"))
+      return Promise(
+        error: HTTPError.invalidRequest("could not encode \(type(of: value)) as JSON: \(error)"), file: file,
+        line: line)
     }
     var fields = HTTPHeaders(headers)
     if fields["Content-Type"] == nil { fields["Content-Type"] = "application/json" }
     return send(
       HTTPRequest(
-        method: method, path: path, query: query, headers: fields, body: Array(body), deadline: deadline))
+        method: method, path: path, query: query, headers: fields, body: Array(body), deadline: deadline),
+      file: file, line: line)
   }
 
   // MARK: Preparing
