@@ -20,7 +20,7 @@ final class Exchange: @unchecked Sendable {
   let sensitiveHeaders: HeaderNameSet
   private var visited: [URL]
   private var response: HTTPURLResponse?
-  private var body: [UInt8] = []
+  private var body = Data()
   private var answeredChallenge = false
   private var completion: (@Sendable (Result<HTTPResponse, HTTPError>) -> Void)?
 
@@ -55,7 +55,7 @@ final class Exchange: @unchecked Sendable {
     lock.lock()
     let completion = self.completion
     self.completion = nil
-    body = []
+    body = Data()
     lock.unlock()
     if cancellingTask { task.cancel() }
     completion?(.failure(error))
@@ -76,7 +76,7 @@ final class Exchange: @unchecked Sendable {
     }
     lock.lock()
     self.response = http
-    body = []
+    body = Data()
     lock.unlock()
     return .allow
   }
@@ -89,7 +89,7 @@ final class Exchange: @unchecked Sendable {
       return
     }
     let tooLarge = body.count + data.count > maximumBodySize
-    if !tooLarge { body.append(contentsOf: data) }
+    if !tooLarge { body.append(data) }
     lock.unlock()
     if tooLarge { fail(.tooLarge(limit: maximumBodySize, url: requestURL)) }
   }
@@ -106,7 +106,7 @@ final class Exchange: @unchecked Sendable {
     if case .follow(let request) = decision, let url = request.url {
       visited.append(url)
       response = nil
-      body = []
+      body = Data()
     }
     lock.unlock()
     switch decision {
@@ -169,7 +169,7 @@ final class Exchange: @unchecked Sendable {
 
   /// Returns the response, whose headers' descriptions redact `sensitiveHeaders`.
   static func makeResponse(
-    _ response: HTTPURLResponse, body: [UInt8], requestURL: URL, sensitiveHeaders: HeaderNameSet
+    _ response: HTTPURLResponse, body: Data, requestURL: URL, sensitiveHeaders: HeaderNameSet
   ) -> HTTPResponse {
     var headers = HTTPHeaders().redacting(sensitiveHeaders)
     for (name, value) in response.allHeaderFields {

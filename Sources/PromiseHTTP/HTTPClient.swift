@@ -263,9 +263,9 @@ public final class HTTPClient: Sendable {
       file: file, line: line)
   }
 
-  /// Sends a `POST` request with `body` as raw bytes.
+  /// Sends a `POST` request with `body` (none by default: an empty body, `Content-Length: 0`).
   public func post(
-    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: [UInt8],
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: Data = Data(),
     deadline: Deadline? = nil,
     file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
@@ -283,9 +283,9 @@ public final class HTTPClient: Sendable {
     send(withJSON: .post, path, query, headers, json, encoder, deadline, file, line)
   }
 
-  /// Sends a `PUT` request with `body` as raw bytes.
+  /// Sends a `PUT` request with `body` (none by default: an empty body, `Content-Length: 0`).
   public func put(
-    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: [UInt8],
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: Data = Data(),
     deadline: Deadline? = nil,
     file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
@@ -301,9 +301,9 @@ public final class HTTPClient: Sendable {
     send(withJSON: .put, path, query, headers, json, encoder, deadline, file, line)
   }
 
-  /// Sends a `PATCH` request with `body` as raw bytes.
+  /// Sends a `PATCH` request with `body` (none by default: an empty body, `Content-Length: 0`).
   public func patch(
-    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: [UInt8],
+    _ path: String, query: [URLQueryItem] = [], headers: [String: String] = [:], body: Data = Data(),
     deadline: Deadline? = nil,
     file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
@@ -321,7 +321,7 @@ public final class HTTPClient: Sendable {
 
   private func send(
     withBody method: HTTPMethod, _ path: String, _ query: [URLQueryItem], _ headers: [String: String],
-    _ body: [UInt8], _ deadline: Deadline?, _ file: StaticString, _ line: UInt
+    _ body: Data, _ deadline: Deadline?, _ file: StaticString, _ line: UInt
   ) -> Promise<HTTPResponse> {
     send(
       HTTPRequest(
@@ -346,7 +346,7 @@ public final class HTTPClient: Sendable {
     if fields["Content-Type"] == nil { fields["Content-Type"] = "application/json" }
     return send(
       HTTPRequest(
-        method: method, path: path, query: query, headers: fields, body: Array(body), deadline: deadline),
+        method: method, path: path, query: query, headers: fields, body: body, deadline: deadline),
       file: file, line: line)
   }
 
@@ -382,7 +382,7 @@ public final class HTTPClient: Sendable {
       }
       urlRequest.setValue(field.value, forHTTPHeaderField: field.name)
     }
-    if let body = request.body { urlRequest.httpBody = Data(body) }
+    if let body = request.body { urlRequest.httpBody = body }
     return .success(urlRequest)
   }
 

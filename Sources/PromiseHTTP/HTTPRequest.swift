@@ -25,8 +25,8 @@ public struct HTTPRequest: Sendable {
   public var query: [URLQueryItem]
   /// Header fields, added to (and overriding) the client's default headers.
   public var headers: HTTPHeaders
-  /// The body bytes, or `nil` for none.
-  public var body: [UInt8]?
+  /// The body, or `nil` for none.
+  public var body: Data?
   /// A deadline for this request, on top of the client's `timeout`; the earlier one applies.
   public var deadline: Deadline?
   /// The status codes that fulfil the promise; `nil` uses the client's `acceptableStatusCodes`.
@@ -42,7 +42,7 @@ public struct HTTPRequest: Sendable {
   /// Creates a request.
   public init(
     method: HTTPMethod = .get, path: String, query: [URLQueryItem] = [], headers: HTTPHeaders = [:],
-    body: [UInt8]? = nil, deadline: Deadline? = nil, acceptableStatusCodes: Range<Int>? = nil,
+    body: Data? = nil, deadline: Deadline? = nil, acceptableStatusCodes: Range<Int>? = nil,
     retryPolicy: RetryPolicy? = nil, redirectPolicy: RedirectPolicy? = nil
   ) {
     self.method = method

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A response as the server sent it: status code, headers, body bytes and URLs.
+/// A response as the server sent it: status code, headers, body and URLs.
 ///
 /// The body is complete and already decompressed (FoundationNetworking inflates `gzip`,
 /// `deflate`, `br` and `zstd`); its size never exceeds the client's `maximumResponseSize`.
@@ -9,8 +9,8 @@ public struct HTTPResponse: Sendable {
   public let statusCode: Int
   /// The response headers; look fields up in any case: `headers["content-type"]`.
   public let headers: HTTPHeaders
-  /// The body bytes.
-  public let body: [UInt8]
+  /// The body, as `Data` (pass it to `JSONDecoder`, `String(decoding:as:)` and the like as is).
+  public let body: Data
   /// The URL that was requested (before any redirect), without user-info.
   public let requestURL: URL
   /// The URL that answered, after redirects, without user-info.
@@ -18,7 +18,7 @@ public struct HTTPResponse: Sendable {
 
   /// Creates a response; the client does this for you, tests and adapters may too.
   public init(
-    statusCode: Int, headers: HTTPHeaders = [:], body: [UInt8] = [], requestURL: URL, url: URL? = nil
+    statusCode: Int, headers: HTTPHeaders = [:], body: Data = Data(), requestURL: URL, url: URL? = nil
   ) {
     self.statusCode = statusCode
     self.headers = headers

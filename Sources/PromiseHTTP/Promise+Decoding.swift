@@ -22,7 +22,7 @@ extension Promise where Value == HTTPResponse {
     let box = DecoderBox(decoder)
     return then(on: queue, file: file, line: line) { response in
       do {
-        return try box.decoder.decode(T.self, from: Data(response.body))
+        return try box.decoder.decode(T.self, from: response.body)
       } catch let error as DecodingError {
         throw HTTPError.decoding(error, type: T.self, response: response)
       } catch {

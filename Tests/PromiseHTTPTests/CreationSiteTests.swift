@@ -22,12 +22,12 @@ struct CreationSiteTests {
         (client.get("thing"), #line),
         (client.head("thing"), #line),
         (client.delete("thing"), #line),
-        (client.post("thing", body: []), #line),
-        (client.post("thing", body: Array("x".utf8)), #line),
+        (client.post("thing"), #line),
+        (client.post("thing", body: Data("x".utf8)), #line),
         (client.post("thing", json: Item(id: 1)), #line),
-        (client.put("thing", body: Array("x".utf8)), #line),
+        (client.put("thing", body: Data("x".utf8)), #line),
         (client.put("thing", json: Item(id: 1)), #line),
-        (client.patch("thing", body: Array("x".utf8)), #line),
+        (client.patch("thing", body: Data("x".utf8)), #line),
         (client.patch("thing", json: Item(id: 1)), #line),
         (client.send(HTTPRequest(path: "thing")), #line),
       ]
@@ -44,10 +44,6 @@ struct CreationSiteTests {
     let line = #line - 1
     #expect(refused.creationSite == CreationSite(fileID: #fileID, line: line))
     #expect(throws: HTTPError.self) { try refused.wait(timeout: .seconds(5)) }
-    let unencodable = client.post("thing", json: [Double.nan])
-    let unencodableLine = #line - 1
-    #expect(unencodable.creationSite == CreationSite(fileID: #fileID, line: unencodableLine))
-    #expect(throws: HTTPError.self) { try unencodable.wait(timeout: .seconds(5)) }
   }
 
   @Test func decodingAndValidationRecordTheCallersLine() async throws {

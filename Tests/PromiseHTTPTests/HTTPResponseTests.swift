@@ -14,7 +14,7 @@ struct HTTPResponseTests {
       let response = try await server.client().get("created").value
       #expect(response.statusCode == 201)
       #expect(response.headers["x-request-id"] == "42")
-      #expect(response.body == Array("made".utf8))
+      #expect(response.body == Data("made".utf8))
       #expect(response.text == "made")
       #expect(response.url == server.baseURL.appendingPathComponent("created"))
       #expect(response.requestURL == response.url)
@@ -31,7 +31,7 @@ struct HTTPResponseTests {
   @Test func bodyExcerptIsBounded() throws {
     let url = try #require(URL(string: "http://example.com/"))
     let response = HTTPResponse(
-      statusCode: 500, body: Array(repeating: UInt8(ascii: "x"), count: 10_000), requestURL: url)
+      statusCode: 500, body: Data(repeating: UInt8(ascii: "x"), count: 10_000), requestURL: url)
     #expect(response.bodyExcerpt().count == HTTPError.excerptLimit + 1)
   }
 }

@@ -181,7 +181,7 @@ struct RedirectsTests {
       router.on("POST", "/token") { _ in .respond(.json("{\"value\":\"t\"}")) }
     }) { server in
       let tokens = server.client()
-      let authenticator = TokenAuthenticator { tokens.post("token", body: []).text() }
+      let authenticator = TokenAuthenticator { tokens.post("token").text() }
       let client = HTTPClient(
         baseURL: server.baseURL, defaultHeaders: ["Authorization": "Bearer s3cret", "X-App": "story"],
         retryPolicy: .none)

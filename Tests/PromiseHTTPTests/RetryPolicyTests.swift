@@ -114,7 +114,7 @@ struct RetryPolicyTests {
     try await withServer({ router in
       router.on("POST", "/order") { _ in .respond(.text("down", status: 503)) }
     }) { server in
-      let (result, _) = await outcome(of: server.client(retryPolicy: quickRetries()).post("order", body: []))
+      let (result, _) = await outcome(of: server.client(retryPolicy: quickRetries()).post("order"))
       #expect(httpError(result)?.statusCode == 503)
       #expect(server.requests.count == 1)
     }
