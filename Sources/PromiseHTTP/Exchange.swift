@@ -151,11 +151,18 @@ final class Exchange: @unchecked Sendable {
       // keeps too).
       response = final
     }
-    var urlError = error.map { ($0 as? URLError) ?? URLError(.unknown) }
-    if urlError?.code == .unknown, let response, response.expectedContentLength > Int64(body.count) {
+    // FoundationNetworking's message (libcurl's, e.g. "SSL certificate problem: …") is in the
+    // user-info; `HTTPError.transportFailure` keeps it, redacted, and refines `.unknown` from it.
+    var urlError = error.map {
+      ($0 as? URLError)
+        ?? URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: ($0 as NSError).localizedDescription])
+    }
+    if let unknown = urlError, unknown.code == .unknown, let response,
+      response.expectedContentLength > Int64(body.count)
+    {
       // libcurl's "transfer closed with bytes remaining" arrives as an unknown error (-1):
       // the connection ended before the declared body did.
-      urlError = URLError(.networkConnectionLost)
+      urlError = URLError(.networkConnectionLost, userInfo: unknown.userInfo)
     }
     if let response, urlError == nil || (refusedChallenge && urlError?.code == .cancelled) {
       completion(

@@ -13,6 +13,10 @@ import Foundation
 /// request rejects it with Swift's `CancellationError`, not with an `HTTPError`.
 public enum HTTPError: Error, Sendable {
   /// The connection failed: refused, reset, closed early, DNS, TLS. Carries the `URLError`.
+  ///
+  /// Its `localizedDescription` is FoundationNetworking's message when it gave one ("SSL
+  /// certificate problem: self-signed certificate"), with credentials removed; a TLS failure has
+  /// a TLS code (`.serverCertificateUntrusted`, `.secureConnectionFailed`, …), never retried.
   case transport(URLError, url: URL?)
   /// The server answered with a status outside the accepted range (200–299 by default).
   case unacceptableStatus(statusCode: Int, headers: HTTPHeaders, bodyExcerpt: String, url: URL)
@@ -51,12 +55,12 @@ public enum HTTPError: Error, Sendable {
     return nil
   }
 
-  /// Returns a transport error with a clean `URLError`: only its code and the redacted URL.
+  /// Returns a transport error with a clean `URLError`, as `TransportFailure` builds it.
+  ///
+  /// Its code is refined from libcurl's message where FoundationNetworking gave `.unknown`; the
+  /// message is kept with credentials removed, and the URL without user-info.
   static func transportFailure(_ error: URLError, url: URL?) -> HTTPError {
-    let clean = url.map(Redaction.url)
-    var info: [String: any Sendable] = [:]
-    if let clean { info[NSURLErrorFailingURLErrorKey] = clean }
-    return .transport(URLError(error.code, userInfo: info), url: clean)
+    .transport(TransportFailure.urlError(from: error, url: url), url: url.map(Redaction.url))
   }
 
   /// Returns an unacceptable-status error for `response`, with a bounded, redacted excerpt.
@@ -72,8 +76,11 @@ extension HTTPError: CustomStringConvertible, LocalizedError {
   public var description: String {
     switch self {
     case .transport(let error, let url):
+      let message = TransportFailure.message(of: error).map {
+        ": \(Redaction.message($0, limit: Self.excerptLimit))"
+      }
       return
-        "HTTP transport error \(error.code.rawValue) (\(Self.name(of: error.code))) for \(Redaction.text(url))"
+        "HTTP transport error \(error.code.rawValue) (\(Self.name(of: error.code))\(message ?? "")) for \(Redaction.text(url))"
     case .unacceptableStatus(let status, let headers, let excerpt, let url):
       let body = excerpt.isEmpty ? "" : ", body: \(excerpt)"
       return "HTTP status \(status) is not acceptable for \(Redaction.text(url)) (headers: \(headers)\(body))"
@@ -108,6 +115,9 @@ extension HTTPError: CustomStringConvertible, LocalizedError {
     case .cannotParseResponse: return "cannot parse response"
     case .secureConnectionFailed: return "secure connection failed"
     case .serverCertificateUntrusted: return "server certificate untrusted"
+    case .serverCertificateHasBadDate: return "server certificate expired"
+    case .serverCertificateNotYetValid: return "server certificate not yet valid"
+    case .serverCertificateHasUnknownRoot: return "server certificate has an unknown root"
     case .unsupportedURL: return "unsupported URL"
     case .cancelled: return "cancelled"
     case .userAuthenticationRequired: return "authentication required"

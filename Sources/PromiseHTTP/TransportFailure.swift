@@ -1,0 +1,86 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// Turns the error a `URLSessionTask` failed with into the `URLError` of `HTTPError.transport`.
+///
+/// FoundationNetworking (libcurl) reports every TLS failure as `URLError(.unknown)` (-1), with
+/// libcurl's message as its only detail: "SSL certificate problem: self-signed certificate",
+/// "SSL: no alternative certificate subject name matches target host name '127.0.0.1'". The
+/// message is kept, with the credentials of any URL in it removed, and the code is refined from
+/// it, so that a certificate problem matches `.serverCertificateUntrusted` as on Darwin, and is not
+/// retried (`RetryPolicy.defaultRetryableErrorCodes` holds no TLS code).
+enum TransportFailure {
+  /// Returns `error` rebuilt from what is safe to keep: its code (refined), its message
+  /// (redacted, bounded), the redacted URL, and an underlying error with the original code.
+  static func urlError(from error: URLError, url: URL?) -> URLError {
+    let clean = url.map(Redaction.url)
+    let message = self.message(of: error).map { Redaction.message($0, limit: HTTPError.excerptLimit) }
+    var info: [String: Any] = [:]
+    if let clean { info[NSURLErrorFailingURLErrorKey] = clean }
+    if let message {
+      info[NSLocalizedDescriptionKey] = message
+      info[NSUnderlyingErrorKey] = NSError(
+        domain: NSURLErrorDomain, code: error.errorCode, userInfo: [NSLocalizedDescriptionKey: message])
+    }
+    return URLError(refinedCode(error.code, message: message), userInfo: info)
+  }
+
+  /// Returns the message FoundationNetworking gave the error, if it gave one.
+  static func message(of error: URLError) -> String? {
+    guard let text = error.userInfo[NSLocalizedDescriptionKey] as? String else { return nil }
+    let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+    return trimmed.isEmpty ? nil : trimmed
+  }
+
+  /// Returns the code libcurl's `message` means, when FoundationNetworking only said `.unknown`.
+  ///
+  /// libcurl's messages (7.88 with OpenSSL 3, measured): "SSL certificate problem: …" for a
+  /// certificate that does not verify (self-signed, unknown issuer, expired); "SSL: no
+  /// alternative certificate subject name matches target host name …" or "SSL: certificate
+  /// subject name … does not match target host name …" for a name mismatch; other "SSL"/"TLS"
+  /// texts for a handshake that failed ("wrong version number" from a plain HTTP server).
+  static func refinedCode(_ code: URLError.Code, message: String?) -> URLError.Code {
+    guard code == .unknown, let message else { return code }
+    if message.hasPrefix("SSL certificate problem:") {
+      if message.contains("certificate has expired") { return .serverCertificateHasBadDate }
+      if message.contains("certificate is not yet valid") { return .serverCertificateNotYetValid }
+      return .serverCertificateUntrusted
+    }
+    if message.contains("subject name"), message.contains("target host name") {
+      return .serverCertificateUntrusted
+    }
+    if message.contains("SSL") || message.contains("TLS") { return .secureConnectionFailed }
+    return code
+  }
+}
+
+extension Redaction {
+  /// Returns `text` with every URL in it stripped of its user-info and query, bounded to `limit`
+  /// characters.
+  ///
+  /// A transport error's message comes from FoundationNetworking and libcurl, which may quote a
+  /// URL; the error's own URL is kept apart (`HTTPError.url`), so the message needs none of it.
+  static func message(_ text: String, limit: Int) -> String {
+    let redacted = text.replacing(/[A-Za-z][A-Za-z0-9+.\-]*:\/\/[^\s'"<>]+/) { match in
+      redactedURL(String(match.output))
+    }
+    return redacted.count > limit ? String(redacted.prefix(limit)) + "…" : redacted
+  }
+
+  /// Returns `text`, a URL, without user-info and with its query replaced by the placeholder;
+  /// the placeholder alone if it does not parse.
+  private static func redactedURL(_ text: String) -> String {
+    guard var components = URLComponents(string: text) else { return placeholder }
+    // An empty query is what an already redacted URL leaves ("…?" before the placeholder,
+    // which ends the match): kept as is, so that redacting twice changes nothing.
+    let hadQuery = !(components.percentEncodedQuery ?? "").isEmpty
+    components.user = nil
+    components.password = nil
+    if hadQuery { components.percentEncodedQuery = nil }
+    guard let string = components.string else { return placeholder }
+    return hadQuery ? "\(string)?\(placeholder)" : string
+  }
+}

@@ -1,0 +1,277 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// The command-line tools the TLS tests run: `openssl` makes certificates, `python3` serves them.
+enum TLSTools {
+  /// The path of `openssl` on `PATH`, if installed.
+  static let openssl = find("openssl")
+  /// The path of `python3` on `PATH`, if installed.
+  static let python = find("python3")
+  /// Whether both are installed. CI fails when they are not (`.ci/run`), so there the TLS tests run.
+  static let available = openssl != nil && python != nil
+
+  private static func find(_ tool: String) -> String? {
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+    return path.split(separator: ":").map { "\($0)/\(tool)" }.first {
+      FileManager.default.isExecutableFile(atPath: $0)
+    }
+  }
+}
+
+/// Why a TLS fixture could not be set up.
+struct TLSFixtureError: Error, CustomStringConvertible {
+  let description: String
+}
+
+/// Runs `executable` with `arguments` and waits for it to exit, at most `timeout`.
+///
+/// Blocks the calling thread: call it through `offThePool`.
+private func run(_ executable: String, _ arguments: [String], timeout: Duration = .seconds(60)) throws {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: executable)
+  process.arguments = arguments
+  let output = Pipe()
+  process.standardOutput = output
+  process.standardError = output
+  let exited = DispatchSemaphore(value: 0)
+  process.terminationHandler = { _ in exited.signal() }
+  try process.run()
+  // openssl writes a few lines of progress: far below a pipe's buffer, so it never blocks on it.
+  guard exited.wait(timeout: .now() + timeout.seconds) == .success else {
+    process.terminate()
+    throw TLSFixtureError(description: "\(executable) \(arguments) did not finish within \(timeout)")
+  }
+  guard process.terminationStatus == 0 else {
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    throw TLSFixtureError(description: "\(executable) failed (\(process.terminationStatus)): \(text)")
+  }
+}
+
+extension Duration {
+  fileprivate var seconds: Double {
+    Double(components.seconds) + Double(components.attoseconds) / 1e18
+  }
+}
+
+/// A self-signed certificate and its key, made by `openssl` in a temporary directory.
+struct TestCertificate {
+  let certificate: URL
+  let key: URL
+
+  /// Makes a certificate for `commonName` with the subject alternative names given
+  /// (`"DNS:localhost,IP:127.0.0.1"`), valid for a day, in `directory`.
+  static func make(commonName: String, alternativeNames: String, in directory: URL) throws -> TestCertificate
+  {
+    let made = TestCertificate(
+      certificate: directory.appendingPathComponent("\(commonName).pem"),
+      key: directory.appendingPathComponent("\(commonName).key"))
+    try run(
+      TLSTools.openssl ?? "openssl",
+      [
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=\(commonName)",
+        "-addext", "subjectAltName=\(alternativeNames)", "-keyout", made.key.path, "-out",
+        made.certificate.path,
+      ])
+    return made
+  }
+}
+
+/// The lines a child process writes to its standard output, collected as they arrive.
+private final class Lines: @unchecked Sendable {
+  // Safety of `@unchecked Sendable`: `pending`, `lines` and `ended` are read and written only
+  // while `condition` is locked.
+  private let condition = NSCondition()
+  private var pending = Data()
+  private var lines: [String] = []
+  private var ended = false
+
+  /// Adds bytes read from the pipe; empty data means the end of the output.
+  func receive(_ data: Data) {
+    condition.lock()
+    if data.isEmpty { ended = true }
+    pending.append(data)
+    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+      lines.append(String(decoding: pending[pending.startIndex..<newline], as: UTF8.self))
+      pending = Data(pending[(newline + 1)...])
+    }
+    condition.broadcast()
+    condition.unlock()
+  }
+
+  /// How many lines have arrived.
+  var count: Int {
+    condition.lock()
+    defer { condition.unlock() }
+    return lines.count
+  }
+
+  /// Every line so far, for failure messages.
+  var all: [String] {
+    condition.lock()
+    defer { condition.unlock() }
+    return lines
+  }
+
+  /// Waits, at most `timeout`, for a line at `index` or later that starts with `prefix`.
+  func first(from index: Int, withPrefix prefix: String, timeout: Duration) -> String? {
+    let end = Date().addingTimeInterval(timeout.seconds)
+    condition.lock()
+    defer { condition.unlock() }
+    while true {
+      if let line = lines.dropFirst(index).first(where: { $0.hasPrefix(prefix) }) { return line }
+      if ended || !condition.wait(until: end) { return nil }
+    }
+  }
+}
+
+/// Makes a write to the stdin of a server that died fail with `EPIPE` instead of killing the
+/// test process: `TLSServer.connections()` writes to a child's pipe.
+private let writesToClosedPipesFail: Void = {
+  signal(SIGPIPE, SIG_IGN)
+}()
+
+/// An HTTPS server on 127.0.0.1, a python3 process serving a certificate made by the test.
+///
+/// It counts the TCP connections it accepts (handshakes that fail included) and answers every
+/// request that gets through the handshake with `200 OK` and the body "hello over TLS". It exits
+/// when its standard input closes, so it does not outlive the tests even if they crash.
+final class TLSServer: Sendable {
+  /// The port it listens on.
+  let port: Int
+  private let process: Process
+  private let input: Pipe
+  private let output: Lines
+  private let running: DispatchGroup
+
+  private static let script = """
+    import os, socket, ssl, sys, threading
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[1], sys.argv[2])
+    listener = socket.create_server(("127.0.0.1", 0))
+    connections = 0
+    def control():
+        while sys.stdin.readline():
+            print("connections", connections, flush=True)
+        os._exit(0)
+    threading.Thread(target=control, daemon=True).start()
+    print("port", listener.getsockname()[1], flush=True)
+    while True:
+        raw, _ = listener.accept()
+        connections += 1
+        raw.settimeout(10)
+        try:
+            with context.wrap_socket(raw, server_side=True) as tls:
+                head = b""
+                while b"\\r\\n\\r\\n" not in head:
+                    chunk = tls.recv(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+                print("request", head.split(b"\\r\\n")[0].decode("latin-1"), flush=True)
+                body = b"hello over TLS"
+                tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" % (len(body), body))
+        except OSError as error:
+            print("failed", error, flush=True)
+            raw.close()
+    """
+
+  /// Starts the server with `certificate`; returns once it listens (at most 30 s).
+  ///
+  /// Blocks the calling thread: call it through `offThePool`.
+  init(serving certificate: TestCertificate) throws {
+    _ = writesToClosedPipesFail
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: TLSTools.python ?? "python3")
+    process.arguments = ["-c", Self.script, certificate.certificate.path, certificate.key.path]
+    let input = Pipe()
+    let outputPipe = Pipe()
+    let output = Lines()
+    process.standardInput = input
+    process.standardOutput = outputPipe
+    process.standardError = outputPipe
+    outputPipe.fileHandleForReading.readabilityHandler = { handle in
+      let data = handle.availableData
+      if data.isEmpty { handle.readabilityHandler = nil }
+      output.receive(data)
+    }
+    let running = DispatchGroup()
+    running.enter()
+    process.terminationHandler = { _ in running.leave() }
+    try process.run()
+    self.process = process
+    self.input = input
+    self.output = output
+    self.running = running
+    // Under ThreadSanitizer on a loaded machine, python3 has been seen to take seconds to start.
+    guard let line = output.first(from: 0, withPrefix: "port ", timeout: .seconds(30)),
+      let port = Int(line.dropFirst("port ".count))
+    else {
+      self.port = 0
+      stop()
+      throw TLSFixtureError(description: "the TLS server did not start: \(output.all)")
+    }
+    self.port = port
+  }
+
+  /// Returns `https://HOST:PORT/`.
+  func baseURL(host: String = "127.0.0.1") -> URL {
+    URL(string: "https://\(host):\(port)/")!
+  }
+
+  /// Returns how many connections the server has accepted, asking it (at most 10 s).
+  ///
+  /// Exact once the client has seen the outcome of its connections: the server counts a
+  /// connection before the TLS handshake, which the client cannot finish or fail without it.
+  /// Blocks the calling thread: call it through `offThePool`.
+  func connections() throws -> Int {
+    let start = output.count
+    try input.fileHandleForWriting.write(contentsOf: Data("count\n".utf8))
+    guard let line = output.first(from: start, withPrefix: "connections ", timeout: .seconds(10)),
+      let count = Int(line.dropFirst("connections ".count))
+    else { throw TLSFixtureError(description: "the TLS server did not answer: \(output.all)") }
+    return count
+  }
+
+  /// What the server printed, for failure messages.
+  var log: [String] { output.all }
+
+  /// Stops the server and waits (at most 10 s) for it to exit.
+  func stop() {
+    try? input.fileHandleForWriting.close()
+    if process.isRunning { process.terminate() }
+    _ = running.wait(timeout: .now() + 10)
+  }
+}
+
+/// Makes a certificate with `makeCertificate`, starts a `TLSServer` with it, runs `body`, and
+/// stops the server and removes the certificate whatever happens.
+func withTLSServer<T>(
+  commonName: String = "localhost", alternativeNames: String = "DNS:localhost,IP:127.0.0.1",
+  _ body: (TLSServer) async throws -> T
+) async throws -> T {
+  _ = loopbackBypassesProxy
+  let directory = FileManager.default.temporaryDirectory
+    .appendingPathComponent("PromiseHTTPTests-TLS-\(UUID().uuidString)")
+  try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+  defer { try? FileManager.default.removeItem(at: directory) }
+  let started: Result<TLSServer, any Error> = await offThePool {
+    Result {
+      try TLSServer(
+        serving: try TestCertificate.make(
+          commonName: commonName, alternativeNames: alternativeNames, in: directory))
+    }
+  }
+  let server = try started.get()
+  do {
+    let result = try await body(server)
+    await offThePool { server.stop() }
+    return result
+  } catch {
+    await offThePool { server.stop() }
+    throw error
+  }
+}
