@@ -272,21 +272,29 @@ final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, 
 }
 
 /// `recover` with a closure returning a promise, whose outcome is adopted.
+///
+/// Generic over what the closure returns (`Inner`, a `Promise` in practice) rather than over
+/// the value, so that `recover` can take a closure returning `some _PromiseConvertible`; see
+/// `_PromiseConvertible` for why. Converting a `(any Error) throws -> Inner` closure to one
+/// returning `Promise<Value>` would need a thunk, one more allocation per link; storing it as
+/// it is needs none.
 @usableFromInline
-final class RecoverPromisePromise<Value: Sendable>: DerivedPromise<Value, Value>, @unchecked Sendable {
+final class RecoverPromisePromise<Inner: _PromiseConvertible>: DerivedPromise<Inner.Value, Inner.Value>,
+  @unchecked Sendable
+{
   // Safety: as for `ThenValuePromise`.
-  @exclusivity(unchecked) private var body: (@Sendable (any Error) throws -> Promise<Value>)?
+  @exclusivity(unchecked) private var body: (@Sendable (any Error) throws -> Inner)?
 
   @usableFromInline
   init(
-    source: Promise<Value>, queue: DispatchQueue, file: StaticString, line: UInt,
-    body: @escaping @Sendable (any Error) throws -> Promise<Value>
+    source: Promise<Inner.Value>, queue: DispatchQueue, file: StaticString, line: UInt,
+    body: @escaping @Sendable (any Error) throws -> Inner
   ) {
     self.body = body
     super.init(source: source, queue: queue, file: file, line: line)
   }
 
-  override func run(_ source: Promise<Value>) -> RunOutcome {
+  override func run(_ source: Promise<Inner.Value>) -> RunOutcome {
     // As in `ThenValuePromise.run`.
     let body = self.body.unsafelyUnwrapped
     self.body = nil
@@ -295,7 +303,7 @@ final class RecoverPromisePromise<Value: Sendable>: DerivedPromise<Value, Value>
       return .settled(callbacks: fulfillTakingCallbacks(source.loadValue()).first)
     }
     do {
-      let inner = try body(source.state.error.unsafelyUnwrapped)
+      let inner = try body(source.state.error.unsafelyUnwrapped)._promise
       _ = consume body
       return adopt(inner) ? .adopting : .settled(callbacks: nil)
     } catch {

@@ -48,6 +48,32 @@ extension Promise {
     return next
   }
 
+  /// Returns a promise fulfilled once `body` has run with this promise's value: a step that
+  /// returns nothing.
+  ///
+  /// The same as `then` with a closure returning a value, for `Void`. It exists so that a
+  /// closure of several statements without a `return` (`{ config in apply(config); start() }`)
+  /// is a `Void` step wherever it is written: without it, Swift could take the closure for
+  /// the promise-returning `then` whenever the context asks for a `Promise<Void>`, and fail
+  /// with "missing return". See Docs/Design.md, "Why these overloads". `body` runs once, on
+  /// `queue`, after this promise is fulfilled; a rejection skips it, a throw rejects.
+  ///
+  /// - Parameters:
+  ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  ///   - body: Uses the value.
+  /// - Returns: A `Promise<Void>` fulfilled after `body` has returned.
+  @inlinable
+  public func then(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable (Value) throws -> Void
+  ) -> Promise<Void> {
+    let next = ThenValuePromise(source: self, queue: queue, file: file, line: line, body: body)
+    registerLink(next)
+    return next
+  }
+
   /// Returns a promise that replaces a rejection with the value `body` computes from the error.
   ///
   /// `body` runs on `queue` only if this promise is rejected; a fulfilled value passes through
@@ -80,11 +106,14 @@ extension Promise {
   ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: Starts the fallback work.
   /// - Returns: A promise settled like this one if fulfilled, else like `body`'s promise.
+  ///
+  /// `Inner` is `Promise<Value>`: the closure's type is generic so that this overload is
+  /// chosen only when the closure's body returns a promise (see `_PromiseConvertible`).
   @inlinable
-  public func recover(
+  public func recover<Inner: _PromiseConvertible>(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
-    _ body: @escaping @Sendable (any Error) throws -> Promise<Value>
-  ) -> Promise<Value> {
+    _ body: @escaping @Sendable (any Error) throws -> Inner
+  ) -> Promise<Value> where Inner.Value == Value {
     let next = RecoverPromisePromise(source: self, queue: queue, file: file, line: line, body: body)
     registerLink(next)
     return next

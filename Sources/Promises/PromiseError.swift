@@ -37,6 +37,8 @@ public enum PromiseError: Error, Sendable, CustomStringConvertible, Equatable {
   case timedOut(after: Duration, createdAt: CreationSite)
   /// A `validate` predicate returned `false` for the value.
   case validationFailed(createdAt: CreationSite)
+  /// A `compactMap` transform returned `nil` for the value.
+  case compactMapReturnedNil(createdAt: CreationSite)
   /// A promise was made to adopt itself, directly or through a cycle of promises.
   case chainingCycle(createdAt: CreationSite)
   /// `wait(timeout:)` was called on a queue that the promise needs in order to settle.
@@ -65,6 +67,8 @@ public enum PromiseError: Error, Sendable, CustomStringConvertible, Equatable {
       return "timed out after \(duration) waiting for the promise created at \(site)"
     case .validationFailed(let site):
       return "validation failed for the promise created at \(site)"
+    case .compactMapReturnedNil(let site):
+      return "compactMap returned nil for the promise created at \(site)"
     case .chainingCycle(let site):
       return "chaining cycle: the promise created at \(site) would wait on itself"
     case .waitWouldDeadlock(let queue, let site):
@@ -88,6 +92,7 @@ public enum PromiseError: Error, Sendable, CustomStringConvertible, Equatable {
     case (.brokenPromise(let a), .brokenPromise(let b)): return a == b
     case (.timedOut(let a, let c), .timedOut(let b, let d)): return a == b && c == d
     case (.validationFailed(let a), .validationFailed(let b)): return a == b
+    case (.compactMapReturnedNil(let a), .compactMapReturnedNil(let b)): return a == b
     case (.chainingCycle(let a), .chainingCycle(let b)): return a == b
     case (.waitWouldDeadlock(let a, let c), .waitWouldDeadlock(let b, let d)): return a == b && c == d
     case (.allRejected(let a), .allRejected(let b)):
