@@ -37,7 +37,10 @@ struct Connection: Sendable {
         return .close
       case .request(let request, let closeAfter):
         state.record(request)
-        if let ending = perform(handler(request), request: request, closeAfter: closeAfter) {
+        let action = handler(request)
+        // A slow answer is still being waited for during its delay; `perform` notes its end.
+        if case .slowHeaders = action {} else { state.answering() }
+        if let ending = perform(action, request: request, closeAfter: closeAfter) {
           return ending
         }
       }
@@ -85,7 +88,9 @@ struct Connection: Sendable {
       return .close
 
     case .slowHeaders(let response, let delay):
-      guard state.sleep(for: delay) else { return .close }
+      let slept = state.sleep(for: delay)
+      state.answering()
+      guard slept else { return .close }
       return respond(response, request: request, closeAfter: closeAfter)
 
     case .trickle(let response, let chunkSize, let interval):

@@ -76,6 +76,16 @@ public final class LoopbackServer: Sendable {
     state.removeAllRequests()
   }
 
+  /// Returns the most requests that waited for their answers at the same time so far.
+  ///
+  /// A request waits from when it has been read until the handler has returned and, for
+  /// ``ServerAction/slowHeaders(_:delay:)``, the delay is over: until the first byte of the
+  /// answer is written (or the connection is dropped). Tests of client-side concurrency limits
+  /// read it.
+  public var maximumConcurrentRequests: Int {
+    state.maximumConcurrentRequests
+  }
+
   /// Returns the number of TCP connections accepted so far on both listeners.
   public var connectionCount: Int {
     state.connectionCount

@@ -13,6 +13,8 @@ final class ServerState: @unchecked Sendable {
   private var openSockets: Set<Int32> = []
   private var openConnections = 0
   private var recorded: [RecordedRequest] = []
+  private var unanswered = 0
+  private var mostUnanswered = 0
   private var accepted = 0
   private var runningThreads = 0
   private var serverThreads: Set<ObjectIdentifier> = []
@@ -37,6 +39,12 @@ final class ServerState: @unchecked Sendable {
     condition.lock()
     defer { condition.unlock() }
     return accepted
+  }
+
+  var maximumConcurrentRequests: Int {
+    condition.lock()
+    defer { condition.unlock() }
+    return mostUnanswered
   }
 
   var openConnectionCount: Int {
@@ -76,6 +84,13 @@ final class ServerState: @unchecked Sendable {
     Socket.close(fd)
   }
 
+  /// Notes that a recorded request is about to be answered (or dropped): no longer unanswered.
+  func answering() {
+    condition.lock()
+    unanswered -= 1
+    condition.unlock()
+  }
+
   /// Empties the request log.
   func removeAllRequests() {
     condition.lock()
@@ -83,10 +98,13 @@ final class ServerState: @unchecked Sendable {
     condition.unlock()
   }
 
-  /// Appends a request to the log and wakes anyone waiting for it.
+  /// Appends a request to the log and wakes anyone waiting for it; it counts as unanswered
+  /// until ``answering()``.
   func record(_ request: RecordedRequest) {
     condition.lock()
     recorded.append(request)
+    unanswered += 1
+    mostUnanswered = max(mostUnanswered, unanswered)
     condition.broadcast()
     condition.unlock()
   }

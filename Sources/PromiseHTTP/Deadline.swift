@@ -6,7 +6,9 @@ import Dispatch
 /// chain: each request then gets what is left of it, and the one running when it passes is
 /// cancelled and rejected with `HTTPError.timedOut`. The client enforces deadlines with its own
 /// timer, to the millisecond (libcurl's own timeouts have whole-second granularity), and a
-/// request always ends at the earlier of its deadline and the client's `timeout`.
+/// request always ends at the earlier of its deadline and the client's `timeout`. The `timeout`
+/// counts from when the request is sent; a deadline is a point in time, so it also runs while
+/// the request waits for a connection (see `HTTPClient.maximumConcurrentRequestsPerHost`).
 /// Deadlines use the monotonic clock: changing the wall clock does not move them.
 public struct Deadline: Sendable, Comparable, CustomStringConvertible {
   /// The instant on the monotonic clock (`DispatchTime`).

@@ -23,7 +23,10 @@ import Promises
 /// - header fields with CR, LF or other control bytes refused before anything is sent;
 /// - a 401 with a `Basic` challenge delivered as a 401, not a hang, while TLS challenges (Apple
 ///   platforms) get the system's default handling: its certificate validation;
-/// - retries by `retryPolicy`, and the token of an `authenticator`, refreshed once on a 401.
+/// - retries by `retryPolicy`, and the token of an `authenticator`, refreshed once on a 401;
+/// - at most `maximumConcurrentRequestsPerHost` requests in flight per origin (scheme, host and
+///   port); later ones wait in a first-in, first-out queue, at most `maximumQueueWait`, and their
+///   deadline starts when they leave it and are sent, not while they wait for a connection.
 ///
 /// A status outside `acceptableStatusCodes` (200–299) rejects with
 /// `HTTPError.unacceptableStatus`. Cancelling a returned promise, or the task awaiting its
@@ -42,8 +45,19 @@ public final class HTTPClient: Sendable {
   public let callbackQueue: DispatchQueue
   /// The retry policy of every request that does not give its own.
   public let retryPolicy: RetryPolicy
-  /// The longest a request may take, retries and backoff included.
+  /// The longest a request may take, retries and backoff included, counted from when it is sent
+  /// (when it leaves the queue of `maximumConcurrentRequestsPerHost`).
   public let timeout: Duration
+  /// The most requests in flight at once to one origin (scheme, host and port); later requests
+  /// wait in a first-in, first-out queue until one finishes.
+  ///
+  /// A request holds its place from when it is sent until it settles, its retries and their
+  /// backoff included. The client's session opens at least this many connections per host.
+  public let maximumConcurrentRequestsPerHost: Int
+  /// The longest a request waits in the queue for a free place among
+  /// `maximumConcurrentRequestsPerHost`; past it the request is rejected with
+  /// `HTTPError.queueWaitExceeded` without having been sent.
+  public let maximumQueueWait: Duration
   /// The largest body accepted, in bytes, counted after decompression.
   public let maximumResponseSize: Int
   /// Whether redirects are followed, and how many for one request; see `RedirectPolicy`.
@@ -63,6 +77,7 @@ public final class HTTPClient: Sendable {
   /// Attaches and refreshes tokens, if set.
   public let authenticator: TokenAuthenticator?
   private let transport: Transport
+  private let requestQueue: RequestQueue
 
   /// 30 s: a mobile connection that has not answered by then will not.
   public static let defaultTimeout: Duration = .seconds(30)
@@ -73,6 +88,10 @@ public final class HTTPClient: Sendable {
 
   /// 10 redirects: more than any legitimate chain, fewer than a loop would take to notice.
   public static let defaultMaximumRedirects = 10
+
+  /// 60 s, twice the default `timeout`: a burst of a few hundred short requests to one host drains
+  /// well within it; a request that has waited longer is better reported than sent that late.
+  public static let defaultMaximumQueueWait: Duration = .seconds(60)
 
   /// `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie` and `X-Api-Key`.
   ///
@@ -103,7 +122,11 @@ public final class HTTPClient: Sendable {
   ///   - defaultHeaders: Sent with every request.
   ///   - callbackQueue: Where the client settles promises; a private serial queue by default.
   ///   - retryPolicy: `RetryPolicy.default`: idempotent methods, 3 attempts.
-  ///   - timeout: The deadline of each request, retries included; 30 s.
+  ///   - timeout: The deadline of each request, retries included, from when it is sent; 30 s.
+  ///   - maximumConcurrentRequestsPerHost: The most requests in flight at once per origin; `nil`
+  ///     (the default) takes the configuration's `httpMaximumConnectionsPerHost` (6 on Linux).
+  ///   - maximumQueueWait: The longest a request waits for its turn before it is rejected with
+  ///     `HTTPError.queueWaitExceeded`, unsent; 60 s.
   ///   - maximumResponseSize: The body size limit after decompression; 4 MiB.
   ///   - redirectPolicy: Follow at most 10 redirects (`RedirectPolicy.default`), or none.
   ///   - sensitiveHeaders: The headers redacted and kept from other origins;
@@ -113,6 +136,8 @@ public final class HTTPClient: Sendable {
   public convenience init(
     baseURL: URL, defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
     retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
+    maximumConcurrentRequestsPerHost: Int? = nil,
+    maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
     maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
     redirectPolicy: RedirectPolicy = .default,
     sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
@@ -121,6 +146,7 @@ public final class HTTPClient: Sendable {
     self.init(
       baseURL: baseURL, configuration: Self.makeDefaultConfiguration(), defaultHeaders: defaultHeaders,
       callbackQueue: callbackQueue, retryPolicy: retryPolicy, timeout: timeout,
+      maximumConcurrentRequestsPerHost: maximumConcurrentRequestsPerHost, maximumQueueWait: maximumQueueWait,
       maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
       sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
       authenticator: authenticator)
@@ -131,12 +157,15 @@ public final class HTTPClient: Sendable {
   /// The `httpAdditionalHeaders` of `configuration` that are among `sensitiveHeaders` become
   /// default headers of the client (under `defaultHeaders`), so they stay with the base URL's
   /// origin: FoundationNetworking would add them to every request and every redirect hop.
+  /// Its `httpMaximumConnectionsPerHost` is the default of `maximumConcurrentRequestsPerHost`,
+  /// and is raised to it when lower, so that a request the client sends gets a connection.
   ///
   /// The other parameters are those of `init(baseURL:)`.
   public init(
     baseURL: URL, configuration: URLSessionConfiguration, defaultHeaders: HTTPHeaders = [:],
     callbackQueue: DispatchQueue? = nil, retryPolicy: RetryPolicy = .default,
-    timeout: Duration = HTTPClient.defaultTimeout,
+    timeout: Duration = HTTPClient.defaultTimeout, maximumConcurrentRequestsPerHost: Int? = nil,
+    maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
     maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
     redirectPolicy: RedirectPolicy = .default,
     sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
@@ -147,6 +176,7 @@ public final class HTTPClient: Sendable {
     self.callbackQueue = queue
     self.retryPolicy = retryPolicy
     self.timeout = timeout
+    self.maximumQueueWait = maximumQueueWait
     self.maximumResponseSize = maximumResponseSize
     self.redirectPolicy = redirectPolicy
     self.sensitiveHeaders = HeaderNameSet.withAlwaysSensitive(sensitiveHeaders)
@@ -154,6 +184,12 @@ public final class HTTPClient: Sendable {
     self.acceptableStatusCodes = acceptableStatusCodes
     self.authenticator = authenticator
     let copy = (configuration.copy() as? URLSessionConfiguration) ?? configuration
+    let limit = max(1, maximumConcurrentRequestsPerHost ?? copy.httpMaximumConnectionsPerHost)
+    // A request the queue lets through must get a connection at once, or its deadline would
+    // run while it waits inside libcurl: the very wait the queue exists to keep out of it.
+    copy.httpMaximumConnectionsPerHost = max(copy.httpMaximumConnectionsPerHost, limit)
+    self.maximumConcurrentRequestsPerHost = limit
+    self.requestQueue = RequestQueue(limit: limit)
     self.defaultHeaders = Redirects.takeSensitiveHeaders(
       from: copy, sensitive: sensitiveNames, under: defaultHeaders)
     self.transport = Transport(configuration: copy, callbackQueue: queue)
@@ -172,6 +208,8 @@ public final class HTTPClient: Sendable {
   public convenience init(
     baseURL: URL, session: URLSession, defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
     retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
+    maximumConcurrentRequestsPerHost: Int? = nil,
+    maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
     maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
     redirectPolicy: RedirectPolicy = .default,
     sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
@@ -180,6 +218,7 @@ public final class HTTPClient: Sendable {
     self.init(
       baseURL: baseURL, configuration: session.configuration, defaultHeaders: defaultHeaders,
       callbackQueue: callbackQueue, retryPolicy: retryPolicy, timeout: timeout,
+      maximumConcurrentRequestsPerHost: maximumConcurrentRequestsPerHost, maximumQueueWait: maximumQueueWait,
       maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
       sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
       authenticator: authenticator)
@@ -194,6 +233,12 @@ public final class HTTPClient: Sendable {
   /// Nothing is sent when the request is invalid: the promise is rejected with
   /// `HTTPError.invalidRequest` at once.
   ///
+  /// When `maximumConcurrentRequestsPerHost` requests to the same origin are in flight, the
+  /// request waits for one of them to settle (first in, first out). `timeout` counts from when
+  /// it is sent; a request's own `deadline` is a point in time and runs while it waits too
+  /// (`HTTPError.timedOut`). After `maximumQueueWait` in the queue the promise is rejected with
+  /// `HTTPError.queueWaitExceeded`; cancelling it takes it out of the queue. Neither sent it.
+  ///
   /// - Parameters:
   ///   - request: The request to send.
   ///   - file: The file that creates the promise, for diagnostics; leave the default.
@@ -207,19 +252,18 @@ public final class HTTPClient: Sendable {
     case .success(let prepared): urlRequest = prepared
     case .failure(let error): return Promise(error: error, file: file, line: line)
     }
-    let requestDeadline = Deadline.after(timeout)
-    let deadline = request.deadline.map { min($0, requestDeadline) } ?? requestDeadline
     let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
     let operation = RequestOperation(
       transport: transport, request: urlRequest, method: request.method,
       policy: request.retryPolicy ?? retryPolicy,
-      acceptable: request.acceptableStatusCodes ?? acceptableStatusCodes, deadline: deadline,
+      acceptable: request.acceptableStatusCodes ?? acceptableStatusCodes, timeout: timeout,
+      deadline: request.deadline, queue: requestQueue, maximumQueueWait: maximumQueueWait,
       authenticator: urlRequest.url.map { Redirects.isSameOrigin($0, baseURL) } == true ? authenticator : nil,
       maximumBodySize: maximumResponseSize, redirectPolicy: request.redirectPolicy ?? redirectPolicy,
       sensitiveHeaders: sensitiveNames,
       timerQueue: callbackQueue, resolver: resolver)
     resolver.onCancel { operation.cancel() }
-    operation.start()
+    operation.enqueue()
     return promise
   }
 
@@ -435,7 +479,9 @@ extension HTTPClient: CustomStringConvertible, CustomReflectable {
       self,
       children: [
         "baseURL": Redaction.text(baseURL), "defaultHeaders": defaultHeaders.redacting(sensitiveNames),
-        "timeout": timeout, "maximumResponseSize": maximumResponseSize, "redirectPolicy": redirectPolicy,
+        "timeout": timeout, "maximumConcurrentRequestsPerHost": maximumConcurrentRequestsPerHost,
+        "maximumQueueWait": maximumQueueWait, "maximumResponseSize": maximumResponseSize,
+        "redirectPolicy": redirectPolicy,
         "sensitiveHeaders": sensitiveHeaders.sorted(),
         "acceptableStatusCodes": acceptableStatusCodes, "authenticator": authenticator as Any,
       ], displayStyle: .class)

@@ -31,6 +31,9 @@ public enum HTTPError: Error, Sendable {
   case invalidRequest(String)
   /// The server redirected more than `limit` times, or back to a URL already visited.
   case tooManyRedirects(limit: Int, url: URL?)
+  /// The request was never sent: it waited `limit` (the client's `maximumQueueWait`) for one of
+  /// the client's connections to its host, all busy with earlier requests.
+  case queueWaitExceeded(limit: Duration, url: URL?)
 
   /// The most bytes of a body kept in an error, as text: 512.
   ///
@@ -41,6 +44,8 @@ public enum HTTPError: Error, Sendable {
   public var url: URL? {
     switch self {
     case .transport(_, let url), .timedOut(let url, _), .tooLarge(_, let url), .tooManyRedirects(_, let url):
+      return url
+    case .queueWaitExceeded(_, let url):
       return url
     case .unacceptableStatus(_, _, _, let url), .decoding(_, _, _, _, let url):
       return url
@@ -96,6 +101,10 @@ extension HTTPError: CustomStringConvertible, LocalizedError {
       return "invalid HTTP request, nothing was sent: \(what)"
     case .tooManyRedirects(let limit, let url):
       return "too many redirects (a loop, or more than \(limit)) for \(Redaction.text(url))"
+    case .queueWaitExceeded(let limit, let url):
+      let host = url.map { RequestQueueKey($0).description } ?? "its host"
+      return
+        "HTTP request to \(Redaction.text(url)) was never sent: waited \(limit) for a connection to \(host)"
     }
   }
 

@@ -165,6 +165,7 @@ extension HTTPError {
     case .tooLarge: "tooLarge"
     case .invalidRequest: "invalidRequest"
     case .tooManyRedirects: "tooManyRedirects"
+    case .queueWaitExceeded: "queueWaitExceeded"
     }
   }
 }

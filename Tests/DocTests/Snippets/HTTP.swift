@@ -140,6 +140,31 @@ struct HTTPExamples {
     // snippet.end
   }
 
+  @Test func queueing() async throws {
+    // snippet.http-queue
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    // snippet.show
+    let client = HTTPClient(
+      baseURL: configServer, maximumConcurrentRequestsPerHost: 1, maximumQueueWait: .milliseconds(200))
+
+    let slow = client.get("slow/config")  // takes the only place for this origin
+    do {
+      _ = try await client.get("stream/config").value
+    } catch HTTPError.queueWaitExceeded(let limit, _) {
+      print("never sent: waited \(limit)")  // prints "never sent: waited 0.2 seconds"
+    }
+    slow.cancel()
+    // snippet.hide
+    #expect(output.lines == ["never sent: waited 0.2 seconds"])
+    #expect(!server.requests.contains { $0.pathWithoutQuery == "/stream/config" })
+    await server.stop()
+    // snippet.end
+  }
+
   @Test func authenticator() async throws {
     // snippet.http-authenticator
     // snippet.hide
