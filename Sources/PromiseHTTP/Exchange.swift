@@ -119,7 +119,8 @@ final class Exchange: @unchecked Sendable {
     case .unsupportedScheme(let scheme):
       fail(
         .invalidRequest(
-          "a redirect from \(Redaction.text(requestURL)) to the unsupported scheme '\(scheme)'"),
+          "the redirect from \(Redaction.text(requestURL)) to the unsupported scheme '\(scheme)' was not followed"
+        ),
         cancellingTask: false)
     }
     return nil

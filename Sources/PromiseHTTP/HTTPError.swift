@@ -98,7 +98,7 @@ extension HTTPError: CustomStringConvertible, LocalizedError {
     case .tooLarge(let limit, let url):
       return "HTTP response from \(Redaction.text(url)) is larger than the limit of \(limit) bytes"
     case .invalidRequest(let what):
-      return "invalid HTTP request, nothing was sent: \(what)"
+      return "HTTP request refused before sending: \(what)"
     case .tooManyRedirects(let limit, let url):
       return "too many redirects (a loop, or more than \(limit)) for \(Redaction.text(url))"
     case .queueWaitExceeded(let limit, let url):

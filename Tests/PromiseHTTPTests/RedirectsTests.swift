@@ -131,7 +131,9 @@ struct RedirectsTests {
         Issue.record("expected invalidRequest, got \(result)")
         return
       }
-      #expect(text.contains("unsupported scheme"), "\(text)")
+      #expect(text.contains("unsupported scheme") && text.contains("was not followed"), "\(text)")
+      // The first request was sent: the description must not say that nothing was.
+      #expect(httpError(result)?.description.contains("nothing was sent") == false)
       #expect(server.requests.map(\.path) == ["/away"])
     }
   }
