@@ -428,8 +428,8 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Rejects, releasing what the pending promise held; returns its upstream for cancellation.
   ///
   /// With `cancelling`, runs the cancellation handlers and releases the callback of a link
-  /// that has not started yet (rule 7: nothing a cancelled link captured stays alive while its
-  /// source is pending). With `onlyIfUnobserved`, does nothing while a live observer still
+  /// that has not started yet (nothing a cancelled link captured stays alive while its source
+  /// is pending: Docs/Design.md, "What a promise keeps, and when it lets go"). With `onlyIfUnobserved`, does nothing while a live observer still
   /// waits (a cancelled downstream promise cancels its upstream only if nobody else waits).
   ///
   /// `fromOutside` marks a cancellation (`cancel()`, `cancelFromDownstream()`), which any

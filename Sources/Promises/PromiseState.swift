@@ -34,7 +34,8 @@ struct PromiseState {
   /// What the owner must do after `fulfill` or `reject`.
   @usableFromInline
   enum ResolveAction {
-    /// The promise had already settled; the new outcome is dropped (rule 1).
+    /// The promise had already settled; the new outcome is dropped (a promise settles once:
+    /// Docs/Design.md, "The state machine").
     case ignored
     /// Schedule these callbacks, in registration order (`nil` when there are none); the
     /// caller now owns the list's references.

@@ -3,8 +3,8 @@ import LoopbackHTTPServer
 import PromiseHTTP
 import Testing
 
-@Suite("PathSegments", .timeLimit(.minutes(1)))
-struct PathSegmentsTests {
+@Suite("HTTPPath", .timeLimit(.minutes(1)))
+struct HTTPPathTests {
   @Test func segmentsArePercentEncoded() {
     #expect(HTTPPath(segments: "users", "a/b", "x y?z#w%").string == "users/a%2Fb/x%20y%3Fz%23w%25")
     #expect(HTTPPath(segments: "é").string == "%C3%A9")
