@@ -17,7 +17,7 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     self.fields = fields
   }
 
-  /// Creates headers from a dictionary (order follows the dictionary's iteration order).
+  /// Creates headers from a dictionary, sorted by name (a dictionary has no stable order).
   public init(_ dictionary: [String: String]) {
     self.fields = dictionary.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
   }

@@ -35,4 +35,10 @@ struct HTTPHeadersTests {
     }
     #expect(headers["authorization"] == "Bearer s3cret")
   }
+
+  @Test func aDictionaryGivesItsFieldsInNameOrder() {
+    let dictionary = ["X-B": "2", "Accept": "*/*", "X-A": "1", "Content-Type": "text/plain"]
+    let headers = HTTPHeaders(dictionary)
+    #expect(headers.map(\.name) == ["Accept", "Content-Type", "X-A", "X-B"])
+  }
 }
