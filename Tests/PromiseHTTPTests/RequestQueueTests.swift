@@ -25,7 +25,7 @@ struct RequestQueueTests {
 
   /// Returns a client of `server` without retries, with the queue settings given.
   static func client(
-    _ server: TestServer, timeout: Duration = .seconds(10), limit: Int? = nil,
+    _ server: TestServer, timeout: Duration = .seconds(30), limit: Int? = nil,
     maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait
   ) -> HTTPClient {
     HTTPClient(
@@ -93,7 +93,7 @@ struct RequestQueueTests {
       configuration.httpMaximumConnectionsPerHost = 2
       let client = HTTPClient(
         baseURL: server.baseURL, configuration: configuration, retryPolicy: .none,
-        timeout: .seconds(10), maximumConcurrentRequestsPerHost: 4)
+        timeout: .seconds(30), maximumConcurrentRequestsPerHost: 4)
       let failures = await Self.failures(of: (0..<4).map { _ in client.get("slow") })
       #expect(failures.isEmpty, "\(failures.count) of 4 failed: \(failures.first ?? "")")
       #expect(server.server.maximumConcurrentRequests == 4)

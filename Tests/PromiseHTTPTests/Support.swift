@@ -26,8 +26,12 @@ struct TestServer {
   var requests: [RecordedRequest] { server.requests }
 
   /// Returns a client for this server with test-friendly defaults (no retries unless given).
+  ///
+  /// The 30 s timeout is a backstop, not a bound a test waits for: under ThreadSanitizer, with
+  /// the suites running in parallel on two cores, the whole process was seen to stall for about
+  /// 20 s, and a 10 s timeout then ended requests that a test meant to cancel or hold.
   func client(
-    retryPolicy: RetryPolicy = .none, timeout: Duration = .seconds(10), maximumResponseSize: Int = 1 << 20,
+    retryPolicy: RetryPolicy = .none, timeout: Duration = .seconds(30), maximumResponseSize: Int = 1 << 20,
     redirectPolicy: RedirectPolicy = .default,
     sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
     acceptableStatusCodes: Range<Int> = 200..<300, defaultHeaders: HTTPHeaders = [:],
