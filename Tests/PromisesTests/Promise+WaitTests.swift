@@ -98,7 +98,7 @@ struct PromiseWaitTests {
     let waiterDone = DispatchGroup()
     waiterDone.enter()
     DispatchQueue(label: "tests.wait.woken").async {
-      _ = try? promise.wait(timeout: 10)
+      _ = try? promise.wait(timeout: 50)
       reacted.signal()
       waiterDone.leave()
     }

@@ -76,7 +76,7 @@ struct Rule3RegistrationOrderTests {
     let late = Guarded<[Promise<Void>]>([])
     let busy = Promise(()).then(on: queue) { _ in
       // Blocks `queue` until the test thread has fulfilled `promise` (bounded).
-      _ = try? settled.wait(timeout: 10)
+      _ = try? settled.wait(timeout: 50)
       late.value = (3..<6).map { index in promise.then(on: queue) { _ in order.append(index) } }
     }
     // Let `busy` start, so `queue` is occupied when the promise settles.

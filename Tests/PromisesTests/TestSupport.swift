@@ -241,9 +241,23 @@ func callbacksWaiting<Value>(on promise: Promise<Value>) -> Int {
   return promise.state.waitingCount
 }
 
-/// Suspends (yielding, never sleeping) until `condition` holds; bounded by the suite's time limit.
-func yieldUntil(_ condition: () -> Bool) async {
+/// Suspends (yielding, never sleeping) until `condition` holds, for at most `limit`.
+///
+/// Past the limit, or when the test's task is cancelled (its time limit), it records an issue
+/// and returns: a condition that can no longer become true (a waiter that timed out and
+/// unregistered before it was seen) fails the test instead of spinning forever, which a time
+/// limit cannot stop.
+func yieldUntil(
+  within limit: Duration = .seconds(40), sourceLocation: SourceLocation = #_sourceLocation,
+  _ condition: () -> Bool
+) async {
+  let clock = ContinuousClock()
+  let deadline = clock.now + limit
   while !condition() {
+    if Task.isCancelled || clock.now > deadline {
+      Issue.record("the condition did not hold within \(limit)", sourceLocation: sourceLocation)
+      return
+    }
     await Task.yield()
   }
 }
