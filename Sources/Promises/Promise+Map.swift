@@ -21,9 +21,7 @@ extension Promise {
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ transform: @escaping @Sendable (Value) throws -> NewValue
   ) -> Promise<NewValue> {
-    let next = ThenValuePromise(source: self, queue: queue, file: file, line: line, body: transform)
-    registerLink(next)
-    return next
+    valueStep(on: queue, file: file, line: line, transform)
   }
 
   /// Returns a promise of what `transform` computes from this promise's value, rejected with

@@ -19,6 +19,16 @@ extension Promise {
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (Value) throws -> NewValue
   ) -> Promise<NewValue> {
+    valueStep(on: queue, file: file, line: line, body)
+  }
+
+  /// The link under every step that computes a value (`then` with a value or `Void`, `map`):
+  /// one node, registered on this promise.
+  @inlinable
+  final func valueStep<NewValue>(
+    on queue: DispatchQueue, file: StaticString, line: UInt,
+    _ body: @escaping @Sendable (Value) throws -> NewValue
+  ) -> Promise<NewValue> {
     let next = ThenValuePromise(source: self, queue: queue, file: file, line: line, body: body)
     registerLink(next)
     return next
@@ -69,9 +79,7 @@ extension Promise {
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (Value) throws -> Void
   ) -> Promise<Void> {
-    let next = ThenValuePromise(source: self, queue: queue, file: file, line: line, body: body)
-    registerLink(next)
-    return next
+    valueStep(on: queue, file: file, line: line, body)
   }
 
   /// Returns a promise that replaces a rejection with the value `body` computes from the error.
