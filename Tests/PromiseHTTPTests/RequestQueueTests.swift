@@ -47,25 +47,26 @@ struct RequestQueueTests {
 
   @Test func requestsWaitingForAConnectionDoNotUseUpTheirTimeout() async throws {
     try await withServer(Self.routes()) { server in
-      // The session has 2 connections per host: 10 requests of 300 ms take 1.5 s in all, more
-      // than the timeout of each. Without the client's queue, libcurl held 8 of them while their
-      // deadlines ran, and the last ones timed out.
+      // The session has 2 connections per host: 20 requests of 300 ms take 3 s in all, more
+      // than the timeout of each (2 s, which leaves one request 1.7 s of slack under sanitizers
+      // on a loaded machine, where 1 s was seen to be too little). Without the client's queue,
+      // libcurl held 18 of them while their deadlines ran, and the last ones timed out.
       let configuration = HTTPClient.makeDefaultConfiguration()
       configuration.httpMaximumConnectionsPerHost = 2
       let client = HTTPClient(
         baseURL: server.baseURL, configuration: configuration, retryPolicy: .none,
-        timeout: .seconds(1))
+        timeout: .seconds(2))
       #expect(client.maximumConcurrentRequestsPerHost == 2)
-      let failures = await Self.failures(of: (0..<10).map { _ in client.get("slow") })
-      #expect(failures.isEmpty, "\(failures.count) of 10 failed: \(failures.first ?? "")")
-      #expect(server.requests.count == 10)
+      let failures = await Self.failures(of: (0..<20).map { _ in client.get("slow") })
+      #expect(failures.isEmpty, "\(failures.count) of 20 failed: \(failures.first ?? "")")
+      #expect(server.requests.count == 20)
       #expect(server.server.maximumConcurrentRequests == 2)
     }
   }
 
   @Test func theServerNeverSeesMoreRequestsAtOnceThanTheLimit() async throws {
     try await withServer(Self.routes()) { server in
-      let client = Self.client(server, timeout: .seconds(1), limit: 2)
+      let client = Self.client(server, limit: 2)
       #expect(client.maximumConcurrentRequestsPerHost == 2)
       let failures = await Self.failures(of: (0..<10).map { _ in client.get("slow") })
       #expect(failures.isEmpty, "\(failures.count) of 10 failed: \(failures.first ?? "")")
