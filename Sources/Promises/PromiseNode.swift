@@ -202,6 +202,9 @@ final class Drain {
   @exclusivity(unchecked) var internalNodes = RunList()
   /// The internal list is being emptied further up this thread's stack.
   @exclusivity(unchecked) var isForwarding = false
+  /// The last queue whose outbox this thread looked up, and that outbox (see `outbox(of:)`).
+  @exclusivity(unchecked) var cachedQueue: DispatchQueue?
+  @exclusivity(unchecked) var cachedOutbox: Outbox?
 
   static let key: pthread_key_t = {
     var key = pthread_key_t()
@@ -259,7 +262,7 @@ final class Drain {
   /// called under that promise's lock (see `place`). Never joins a running drain's list.
   @usableFromInline
   static func post(_ node: Node, on queue: DispatchQueue) {
-    let outbox = Outbox.of(queue)
+    let outbox = Drain.current._withUnsafeGuaranteedRef { $0.outbox(of: queue) }
     if outbox.isGlobal {
       dispatch(node, on: queue)
     } else if outbox.append(node) {
@@ -288,7 +291,7 @@ final class Drain {
         queued.append(current)
         continue
       }
-      let targetOutbox = Outbox.of(target)
+      let targetOutbox = outbox(of: target)
       if isActive, let outbox, outbox.toOpaque() == Unmanaged.passUnretained(targetOutbox).toOpaque() {
         // The same queue through another `DispatchQueue` object (`DispatchQueue.main` is a new
         // one at each read on Linux).
@@ -394,6 +397,26 @@ final class Drain {
     while let node = queued.popFirst() { fire(node) }
     (isActive, self.queue, self.outbox, queued) = saved
     withExtendedLifetime(blockQueue) {}
+  }
+
+  /// The outbox of `queue`, through a one-entry cache of the last queue this thread looked up.
+  ///
+  /// A queue-specific look-up costs about 150 instructions (measured with callgrind); the
+  /// cache, a pointer comparison. It holds the queue object strongly, so its address cannot be
+  /// reused by another queue while cached; the price is that the last queue a thread sent
+  /// callbacks to lives until the thread sends callbacks to another queue or exits.
+  @inline(__always)
+  func outbox(of queue: DispatchQueue) -> Outbox {
+    if let cachedQueue, cachedQueue === queue, let cachedOutbox { return cachedOutbox }
+    return cacheOutbox(of: queue)
+  }
+
+  @inline(never)
+  private func cacheOutbox(of queue: DispatchQueue) -> Outbox {
+    let outbox = Outbox.of(queue)
+    cachedQueue = queue
+    cachedOutbox = outbox
+    return outbox
   }
 
   /// The identity `queue` is compared by.
