@@ -229,10 +229,12 @@ final class Drain {
     return drain
   }
 
-  /// Places the nodes of a promise that has just settled (`first`, linked in registration
-  /// order, each owned by the list); called under that promise's lock, so that a callback
-  /// registered right after the settlement queues behind them. Internal nodes only join the
-  /// internal list: the caller runs them with `forwardIfNeeded()` after unlocking.
+  /// Places the nodes of a promise that has just settled, under that promise's lock.
+  ///
+  /// `first` is linked in registration order, each node owned by the list. Placing them under
+  /// the lock makes a callback registered right after the settlement queue behind them.
+  /// Internal nodes only join the internal list: the caller runs them with
+  /// `forwardIfNeeded()` after unlocking.
   @usableFromInline
   static func place(_ first: Node) {
     Drain.current._withUnsafeGuaranteedRef { $0.place(first) }
@@ -258,8 +260,9 @@ final class Drain {
     }
   }
 
-  /// Sends one callback registered on an already settled promise to its queue's outbox;
-  /// called under that promise's lock (see `place`). Never joins a running drain's list.
+  /// Sends one callback registered on an already settled promise to its queue's outbox.
+  ///
+  /// Called under that promise's lock (see `place`). Never joins a running drain's list.
   @usableFromInline
   static func post(_ node: Node, on queue: DispatchQueue) {
     let outbox = Drain.current._withUnsafeGuaranteedRef { $0.outbox(of: queue) }
@@ -460,6 +463,8 @@ final class Outbox: @unchecked Sendable {
   }
 
   static let key = DispatchSpecificKey<Outbox>()
+  /// A counter that shows ThreadSanitizer how outboxes are published.
+  ///
   /// Incremented (releasing) before each new outbox is stored on its queue; loaded
   /// (acquiring) after each look-up. ThreadSanitizer does not see a queue-specific value as
   /// a hand-off between threads; this pair shows it that the outbox was initialized first.
