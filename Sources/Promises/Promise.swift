@@ -461,7 +461,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     let upstream = claimed ? nil : self.upstream
     if !claimed { self.upstream = nil }
     let extras = self.extras
-    self.extras = nil
+    // Written only when set: the write is an access to both value words, and a firing thread
+    // that claimed this link reads `upstream`'s word without the lock (see `hasUpstream`).
+    if extras != nil { self.extras = nil }
     let body = cancelling && !flags.contains(.bodyClaimed) ? detachBody() : nil
     // Placed before unlocking, like a fulfilment's (see `fulfillTakingCallbacks`).
     if let first { Drain.place(first) }

@@ -76,13 +76,13 @@ struct QueueBatchingTests {
   @Test func noCallbackRunsInsideTheCallThatRegisteredIt() async throws {
     let queue = DispatchQueue(label: "tests.batching.never-inline")
     let promise = Promise(1)
-    let registering = Guarded(false)
     let ranInside = Guarded(0)
     // From outside any queue, and from a callback running on `queue` itself (a drain is active
-    // there, and other callbacks for `queue` are waiting in its outbox).
+    // there, and other callbacks for `queue` are waiting in its outbox). Each callback checks
+    // its own flag, cleared once the `then` that registered it has returned.
     var links: [Promise<Void>] = []
     for _ in 0..<200 {
-      registering.value = true
+      let registering = Guarded(true)
       links.append(promise.then(on: queue) { _ -> Void in if registering.value { ranInside.increment() } })
       registering.value = false
     }
