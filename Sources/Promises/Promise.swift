@@ -408,11 +408,17 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     storeValue(value)
     guard case .schedule(let first) = state.fulfill() else { preconditionFailure() }
     settledFlag.store(true, ordering: .releasing)
-    if let first { Drain.place(first) }
+    guard let first else {
+      lock.unlock()
+      _ = (upstream, extras)
+      return (true, nil)
+    }
+    let drain = Drain.current
+    drain._withUnsafeGuaranteedRef { $0.place(first) }
     lock.unlock()
     // Released here, after unlocking: a deinit they trigger may run user code.
     _ = (upstream, extras)
-    if first != nil { Drain.forwardIfNeeded() }
+    drain._withUnsafeGuaranteedRef { $0.forwardIfNeeded() }
     return (true, nil)
   }
 

@@ -219,6 +219,14 @@ final class Drain {
     return key
   }()
 
+  deinit {
+    // Runs in a thread-specific-data destructor as the thread exits, after Dispatch has
+    // cleaned up its own per-thread caches: releasing a queue there (maybe its last
+    // reference) would run Dispatch code that refills them (AddressSanitizer caught a double
+    // free). Another thread releases it later.
+    if let cachedQueue { QueueGraveyard.bury(cachedQueue) }
+  }
+
   /// The calling thread's drain, created on first use.
   static var current: Unmanaged<Drain> {
     if let pointer = pthread_getspecific(key) {
@@ -250,6 +258,12 @@ final class Drain {
     }
   }
 
+  /// Runs the internal nodes `place` collected, unless a caller further up the stack does.
+  @usableFromInline @inline(__always)
+  func forwardIfNeeded() {
+    if !isForwarding, !internalNodes.isEmpty { forward() }
+  }
+
   /// Schedules nodes outside any promise's lock: internal nodes run now (what `place` and
   /// `forwardIfNeeded` do together).
   @usableFromInline
@@ -276,7 +290,8 @@ final class Drain {
   /// Sorts the nodes: internal ones to run now, those made ready for this block's queue to
   /// this block, the others to their queue's outbox (or, for a global queue, dispatched,
   /// grouped per queue).
-  private func place(_ first: Node) {
+  @usableFromInline
+  func place(_ first: Node) {
     var batchQueue: DispatchQueue?
     var batch = RunList()
     var node: Node? = first
@@ -416,6 +431,7 @@ final class Drain {
 
   @inline(never)
   private func cacheOutbox(of queue: DispatchQueue) -> Outbox {
+    QueueGraveyard.empty()
     let outbox = Outbox.of(queue)
     cachedQueue = queue
     cachedOutbox = outbox
@@ -434,6 +450,40 @@ final class Drain {
     return Unmanaged<Drain>.fromOpaque(pointer)._withUnsafeGuaranteedRef { drain in
       drain.isActive && drain.queue == ObjectIdentifier(queue)
     }
+  }
+}
+
+/// Queues cached by threads that have exited, released by the next thread that looks up an
+/// outbox outside its cache (see `Drain.deinit`): at most one per exited thread waits here.
+enum QueueGraveyard {
+  /// Guards `queues`.
+  final class Storage: @unchecked Sendable {
+    // Safety of `@unchecked Sendable`: `queues` is read and written only under `lock`.
+    let lock = SpinLock()
+    var queues: [DispatchQueue] = []
+  }
+
+  static let storage = Storage()
+  /// Whether `queues` may be non-empty; lets `empty()` skip the lock.
+  static let isOccupied = Atomic<Bool>(false)
+
+  static func bury(_ queue: DispatchQueue) {
+    storage.lock.lock()
+    storage.queues.append(queue)
+    isOccupied.store(true, ordering: .releasing)
+    storage.lock.unlock()
+  }
+
+  /// Releases the buried queues.
+  @inline(__always)
+  static func empty() {
+    guard isOccupied.load(ordering: .relaxed) else { return }
+    storage.lock.lock()
+    let queues = storage.queues
+    storage.queues = []
+    isOccupied.store(false, ordering: .relaxed)
+    storage.lock.unlock()
+    _ = queues
   }
 }
 
