@@ -78,12 +78,17 @@ struct QueueBatchingTests {
     let promise = Promise(1)
     let ranInside = Guarded(0)
     // From outside any queue, and from a callback running on `queue` itself (a drain is active
-    // there, and other callbacks for `queue` are waiting in its outbox). Each callback checks
-    // its own flag, cleared once the `then` that registered it has returned.
+    // there, and other callbacks for `queue` are waiting in its outbox). A callback ran inside
+    // the call if it ran on the registering thread before that `then` returned (on another
+    // thread it may start at once, which is fine).
     var links: [Promise<Void>] = []
     for _ in 0..<200 {
+      let registrant = pthread_self()
       let registering = Guarded(true)
-      links.append(promise.then(on: queue) { _ -> Void in if registering.value { ranInside.increment() } })
+      links.append(
+        promise.then(on: queue) { _ -> Void in
+          if registering.value && pthread_equal(pthread_self(), registrant) != 0 { ranInside.increment() }
+        })
       registering.value = false
     }
     let nested = promise.then(on: queue) { _ -> Promise<Int> in
