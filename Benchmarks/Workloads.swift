@@ -34,6 +34,7 @@ struct Plan {
     cases += resolvedThenCases()
     cases += allCombinatorCases()
     cases += contentionCases()
+    cases += fanOutCases()
     cases += httpCases()
     cases += deepChainCases()
     return cases

@@ -350,8 +350,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Runs `node` when this promise settles: the single primitive under every combinator.
   ///
   /// Cost: one lock acquisition and no allocation (the node is linked in place). On a
-  /// settled promise the node is dispatched at once with `queue.async` (never appended to a
-  /// drain in progress, so it cannot overtake earlier callbacks of this promise).
+  /// settled promise the node goes to its queue's outbox under the lock (never to a drain in
+  /// progress, so it cannot overtake earlier callbacks of this promise), which costs a
+  /// `queue.async` only when no block for that queue is on its way already.
   @usableFromInline
   final func register(_ node: _PromiseNode) {
     node.willRegister(on: self)
@@ -367,12 +368,19 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     // Only a pending state is mutated: nodes of a settled promise read it without the lock,
     // and even a no-op mutating call counts as a write for ThreadSanitizer.
     let action: PromiseState.RegisterAction = state.isPending ? state.register(node) : .runNow
-    lock.unlock()
-    guard action == .runNow else { return }
-    // The run list owns a reference to the node, as a promise's callback list would.
+    guard action == .runNow else {
+      lock.unlock()
+      return
+    }
+    // The outbox (or run list) owns a reference to the node, as a promise's callback list
+    // would. A queue node goes to its queue's outbox before unlocking: behind the callbacks
+    // the settlement placed under this lock, ahead of any registered after it.
     if let queue = node.queue {
-      Drain.dispatch(Unmanaged.passRetained(node), on: queue)
+      node.link = nil
+      Drain.post(Unmanaged.passRetained(node), on: queue)
+      lock.unlock()
     } else {
+      lock.unlock()
       node.link = nil
       Drain.schedule(Unmanaged.passRetained(node))
     }
@@ -381,14 +389,14 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Fulfils the promise with `value` unless it has settled; schedules its callbacks.
   @discardableResult
   final func settle(value: Value) -> Bool {
-    let (settled, first) = fulfillTakingCallbacks(value)
-    if let first { Drain.schedule(first) }
-    return settled
+    fulfillTakingCallbacks(value).settled
   }
 
-  /// Fulfils the promise with `value` unless it has settled, and hands its callbacks to the
-  /// caller, which must schedule them on this thread's drain (a drain firing this promise's
-  /// link does so without looking the drain up again).
+  /// Fulfils the promise with `value` unless it has settled, and schedules its callbacks.
+  ///
+  /// The callbacks are placed (`Drain.place`) before unlocking, so none registered later can
+  /// overtake them; internal ones run after unlocking, before this returns. `first` is
+  /// always `nil`: nothing is left for the caller to schedule.
   final func fulfillTakingCallbacks(_ value: Value) -> (settled: Bool, first: Drain.Node?) {
     lock.lock()
     guard state.isPending else {
@@ -400,10 +408,18 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     storeValue(value)
     guard case .schedule(let first) = state.fulfill() else { preconditionFailure() }
     settledFlag.store(true, ordering: .releasing)
+    guard let first else {
+      lock.unlock()
+      _ = (upstream, extras)
+      return (true, nil)
+    }
+    let drain = Drain.current
+    drain._withUnsafeGuaranteedRef { $0.place(first) }
     lock.unlock()
     // Released here, after unlocking: a deinit they trigger may run user code.
     _ = (upstream, extras)
-    return (true, first)
+    drain._withUnsafeGuaranteedRef { $0.forwardIfNeeded() }
+    return (true, nil)
   }
 
   /// Rejects the promise with `error` unless it has settled; schedules its callbacks.
@@ -451,15 +467,19 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     let upstream = claimed ? nil : self.upstream
     if !claimed { self.upstream = nil }
     let extras = self.extras
-    self.extras = nil
+    // Written only when set: the write is an access to both value words, and a firing thread
+    // that claimed this link reads `upstream`'s word without the lock (see `hasUpstream`).
+    if extras != nil { self.extras = nil }
     let body = cancelling && !flags.contains(.bodyClaimed) ? detachBody() : nil
+    // Placed before unlocking, like a fulfilment's (see `fulfillTakingCallbacks`).
+    if let first { Drain.place(first) }
     lock.unlock()
     // Released after unlocking: a deinit they trigger may run user code.
     _ = body
     if cancelling, let extras {
       for handler in extras.cancelHandlers { handler() }
     }
-    if let first { Drain.schedule(first) }
+    if first != nil { Drain.forwardIfNeeded() }
     return (true, upstream)
   }
 
