@@ -24,7 +24,7 @@ public struct Deadline: Sendable, Comparable, CustomStringConvertible {
 
   /// Returns a deadline `duration` from now.
   public static func after(_ duration: Duration) -> Deadline {
-    Deadline(instant: DispatchTime.now() + duration.dispatchInterval, allowed: duration)
+    Deadline(instant: duration.dispatchDeadline, allowed: duration)
   }
 
   /// A deadline that never passes.
@@ -53,20 +53,5 @@ public struct Deadline: Sendable, Comparable, CustomStringConvertible {
   /// For example `deadline(5.0 seconds allowed, 1.2 seconds left)`.
   public var description: String {
     "deadline(\(allowed) allowed, \(remaining) left)"
-  }
-}
-
-extension Duration {
-  /// The duration as a Dispatch interval, saturating at about 292 years.
-  var dispatchInterval: DispatchTimeInterval {
-    let (seconds, attoseconds) = components
-    if seconds >= Int64.max / 1_000_000_000 - 1 { return .never }
-    return .nanoseconds(Int(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
-  }
-
-  /// The duration in seconds, as a `Double`.
-  var seconds: Double {
-    let (seconds, attoseconds) = components
-    return Double(seconds) + Double(attoseconds) / 1e18
   }
 }

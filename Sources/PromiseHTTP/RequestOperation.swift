@@ -173,7 +173,7 @@ final class RequestOperation: @unchecked Sendable {
     if let token, let authenticator {
       request.setValue(authenticator.headerValue(for: token), forHTTPHeaderField: "Authorization")
     }
-    let remaining = currentDeadline.remaining.seconds
+    let remaining = currentDeadline.remaining.secondsValue
     // libcurl's own timeout (whole seconds) is kept just beyond ours, which comes first.
     request.timeoutInterval = max(1, remaining.rounded(.up) + 1)
     lock.lock()
@@ -229,7 +229,7 @@ final class RequestOperation: @unchecked Sendable {
   private func retry(after attempts: Int, retryAfter: String?, or error: HTTPError) {
     guard policy.allowsRetry(of: method),
       let delay = policy.delay(beforeRetry: attempts, retryAfter: retryAfter),
-      DispatchTime.now() + delay.dispatchInterval < currentDeadline.instant
+      delay.dispatchDeadline < currentDeadline.instant
     else {
       finish(.failure(error))
       return
@@ -242,7 +242,7 @@ final class RequestOperation: @unchecked Sendable {
     }
     timers.append(next)
     lock.unlock()
-    timerQueue.asyncAfter(deadline: .now() + delay.dispatchInterval, execute: next)
+    timerQueue.asyncAfter(deadline: delay.dispatchDeadline, execute: next)
   }
 
   /// Settles the promise once; cancels the exchange and the timers, and frees the queue slot.

@@ -118,7 +118,7 @@ public struct RetryPolicy: Sendable {
       return requested <= maximumRetryAfter ? requested : nil
     }
     let exponent = Double(min(retry - 1, 62))
-    let ceiling = min(maximumDelay.seconds, baseDelay.seconds * pow(2, exponent))
+    let ceiling = min(maximumDelay.secondsValue, baseDelay.secondsValue * pow(2, exponent))
     let seconds = max(0, min(ceiling, random(0...max(0, ceiling))))
     return .nanoseconds(Int64((seconds * 1e9).rounded()))
   }

@@ -77,10 +77,7 @@ extension Promise {
   ///   millisecond, so short waits do not pay for walking the chain).
   public func wait(timeout: Double) throws -> Value {
     // NaN and negative waits are treated as zero; infinite or huge ones as no limit.
-    let seconds = timeout.isNaN ? 0 : max(0, timeout)
-    let duration: Duration =
-      seconds >= 9e9 ? .seconds(Int64.max) : .nanoseconds(Int64((seconds * 1e9).rounded(.down)))
-    return try wait(timeout: duration)
+    try wait(timeout: Duration.clampedSeconds(timeout))
   }
 
   /// Blocks the calling thread until the promise settles, for at most `timeout`.
@@ -92,10 +89,7 @@ extension Promise {
     }
     let node = SignalNode()
     register(node)
-    let (seconds, attoseconds) = timeout.components
-    let nanoseconds = Double(seconds) * 1e9 + Double(attoseconds) / 1e9
-    let deadline: DispatchTime =
-      nanoseconds >= Double(Int64.max / 2) ? .distantFuture : .now() + .nanoseconds(Int(nanoseconds))
+    let deadline = timeout.dispatchDeadline
     // Most waits end quickly. The deadlock check walks every pending link of the chain, so it
     // runs only once the promise has stayed pending for a moment: a wait that would deadlock
     // is still reported, after blocking its queue for at most `deadlockCheckDelay`.

@@ -204,9 +204,10 @@ final class TimerSlot: @unchecked Sendable {
   }
 }
 
+/// The one set of `Duration` conversions of both modules (`package`: PromiseHTTP uses them too).
 extension Duration {
   /// The duration in nanoseconds, clamped to `0...Int64.max`.
-  var clampedNanoseconds: Int64 {
+  package var clampedNanoseconds: Int64 {
     let (seconds, attoseconds) = components
     if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
     let (wholeNanoseconds, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
@@ -216,13 +217,26 @@ extension Duration {
   }
 
   /// The duration in nanoseconds, as a `Double` (negative durations included).
-  var nanosecondsValue: Double {
+  package var nanosecondsValue: Double {
     let (seconds, attoseconds) = components
     return Double(seconds) * 1e9 + Double(attoseconds) / 1e9
   }
 
+  /// The duration in seconds, as a `Double` (negative durations included).
+  package var secondsValue: Double {
+    let (seconds, attoseconds) = components
+    return Double(seconds) + Double(attoseconds) / 1e18
+  }
+
+  /// A duration of `seconds`, rounded down to the nanosecond: NaN and negative values are zero,
+  /// and values too large for a `Duration` of nanoseconds saturate at `Int64.max` seconds.
+  package static func clampedSeconds(_ seconds: Double) -> Duration {
+    let seconds = seconds.isNaN ? 0 : max(0, seconds)
+    return seconds >= 9e9 ? .seconds(Int64.max) : .nanoseconds(Int64((seconds * 1e9).rounded(.down)))
+  }
+
   /// The Dispatch deadline this far from now; `.distantFuture` when it does not fit.
-  var dispatchDeadline: DispatchTime {
+  package var dispatchDeadline: DispatchTime {
     let nanoseconds = clampedNanoseconds
     let now = DispatchTime.now()
     let (deadline, overflow) = now.uptimeNanoseconds.addingReportingOverflow(UInt64(nanoseconds))

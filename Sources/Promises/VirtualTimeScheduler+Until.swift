@@ -73,9 +73,7 @@ extension VirtualTimeScheduler {
     let watcher = Task { [self] in
       if (try? await waitForPendingWork(count: 1)) != nil { first.resume(true) }
     }
-    let (seconds, attoseconds) = timeout.components
-    let deadline =
-      DispatchTime.now() + .nanoseconds(Int(seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+    let deadline = timeout.dispatchDeadline
     let progressed = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
       first.set(continuation)
       promise.register(node)
