@@ -42,39 +42,10 @@ import Synchronization
 @usableFromInline
 final class Drain {
   /// A node in a run list, which owns one reference to it.
-  @usableFromInline typealias Node = Unmanaged<_PromiseNode>
+  @usableFromInline typealias Node = NodeList.Node
 
   /// The most nodes one dispatched block runs before it hands the rest to a new block.
   static let batchLimit = 64
-
-  /// Nodes linked through `link`, first to last, each owned (+1) by the list.
-  struct RunList {
-    var head: Node?
-    var tail: Node?
-
-    var isEmpty: Bool { head == nil }
-
-    @inline(__always)
-    mutating func append(_ node: Node) {
-      if let tail {
-        tail._withUnsafeGuaranteedRef { $0.link = node }
-      } else {
-        head = node
-      }
-      tail = node
-    }
-
-    /// Removes the first node; the list's reference to it goes to the caller.
-    @inline(__always)
-    mutating func popFirst() -> _PromiseNode? {
-      guard let first = head else { return nil }
-      let node = first.takeRetainedValue()
-      head = node.link
-      if head == nil { tail = nil }
-      node.link = nil
-      return node
-    }
-  }
 
   // Only its own thread touches a drain: exclusivity is trivially kept.
   /// The identity of the queue whose block this thread runs; meaningful only while
@@ -89,9 +60,9 @@ final class Drain {
   @exclusivity(unchecked) var outbox: Unmanaged<Outbox>?
   @exclusivity(unchecked) var isActive = false
   /// Nodes for `queue`, run in this block.
-  @exclusivity(unchecked) var queued = RunList()
+  @exclusivity(unchecked) var queued = NodeList()
   /// Internal nodes (`queue == nil`), run at once.
-  @exclusivity(unchecked) var internalNodes = RunList()
+  @exclusivity(unchecked) var internalNodes = NodeList()
   /// The internal list is being emptied further up this thread's stack.
   @exclusivity(unchecked) var isForwarding = false
   /// The last queue whose outbox this thread looked up, and that outbox (see `outbox(of:)`).
@@ -131,13 +102,13 @@ final class Drain {
 
   /// Places the nodes of a promise that has just settled, under that promise's lock.
   ///
-  /// `first` is linked in registration order, each node owned by the list. Placing them under
-  /// the lock makes a callback registered right after the settlement queue behind them.
-  /// Internal nodes only join the internal list: the caller runs them with
-  /// `forwardIfNeeded()` after unlocking.
+  /// `callbacks` are in registration order, each owned by the list. Placing them under the
+  /// lock makes a callback registered right after the settlement queue behind them. Internal
+  /// nodes only join the internal list: the caller runs them with `forwardIfNeeded()` after
+  /// unlocking.
   @usableFromInline
-  static func place(_ first: Node) {
-    Drain.current._withUnsafeGuaranteedRef { $0.place(first) }
+  static func place(_ callbacks: NodeList) {
+    Drain.current._withUnsafeGuaranteedRef { $0.place(callbacks) }
   }
 
   /// Runs the internal nodes that `place` collected on this thread, unless a caller further
@@ -145,9 +116,7 @@ final class Drain {
   @usableFromInline
   static func forwardIfNeeded() {
     guard let pointer = pthread_getspecific(key) else { return }
-    Unmanaged<Drain>.fromOpaque(pointer)._withUnsafeGuaranteedRef { drain in
-      if !drain.isForwarding, !drain.internalNodes.isEmpty { drain.forward() }
-    }
+    Unmanaged<Drain>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.forwardIfNeeded() }
   }
 
   /// Runs the internal nodes `place` collected, unless a caller further up the stack does.
@@ -156,13 +125,12 @@ final class Drain {
     if !isForwarding, !internalNodes.isEmpty { forward() }
   }
 
-  /// Schedules nodes outside any promise's lock: internal nodes run now (what `place` and
-  /// `forwardIfNeeded` do together).
+  /// Runs one internal node registered on an already settled promise, outside any lock.
   @usableFromInline
-  static func schedule(_ first: Node) {
+  static func runInternal(_ node: Node) {
     Drain.current._withUnsafeGuaranteedRef { drain in
-      drain.place(first)
-      if !drain.isForwarding, !drain.internalNodes.isEmpty { drain.forward() }
+      drain.internalNodes.append(node)
+      drain.forwardIfNeeded()
     }
   }
 
@@ -173,7 +141,9 @@ final class Drain {
   static func post(_ node: Node, on queue: DispatchQueue) {
     let outbox = Drain.current._withUnsafeGuaranteedRef { $0.outbox(of: queue) }
     if outbox.isGlobal {
-      dispatch(node, on: queue)
+      var single = NodeList()
+      single.append(node)
+      dispatch(single, on: queue)
     } else if outbox.append(node) {
       dispatch(outbox, on: queue)
     }
@@ -183,17 +153,12 @@ final class Drain {
   /// this block, the others to their queue's outbox (or, for a global queue, dispatched,
   /// grouped per queue).
   @usableFromInline
-  func place(_ first: Node) {
+  func place(_ callbacks: NodeList) {
+    var callbacks = callbacks
     var batchQueue: DispatchQueue?
-    var batch = RunList()
-    var node: Node? = first
-    while let current = node {
-      let target = current._withUnsafeGuaranteedRef { current in
-        node = current.link
-        current.link = nil
-        return current.queue
-      }
-      guard let target else {
+    var batch = NodeList()
+    while let current = callbacks.popFirstUnmanaged() {
+      guard let target = current._withUnsafeGuaranteedRef({ $0.queue }) else {
         internalNodes.append(current)
         continue
       }
@@ -207,35 +172,30 @@ final class Drain {
         // one at each read on Linux).
         queued.append(current)
       } else if targetOutbox.isGlobal {
-        if target === batchQueue {
-          batch.append(current)
-        } else {
-          if let head = batch.head, let batchQueue { Drain.dispatch(head, on: batchQueue) }
+        if target !== batchQueue {
+          if let batchQueue { Drain.dispatch(batch.takeAll(), on: batchQueue) }
           batchQueue = target
-          batch = RunList()
-          batch.append(current)
         }
+        batch.append(current)
       } else if targetOutbox.append(current) {
         Drain.dispatch(targetOutbox, on: target)
       }
     }
-    if let head = batch.head, let batchQueue { Drain.dispatch(head, on: batchQueue) }
+    if let batchQueue { Drain.dispatch(batch, on: batchQueue) }
   }
 
   /// Fires internal nodes until the internal list is empty.
   private func forward() {
     isForwarding = true
-    while let node = internalNodes.popFirst() {
-      if let callbacks = node.fire() { place(callbacks) }
-    }
+    while let node = internalNodes.popFirst() { node.fire() }
     isForwarding = false
   }
 
   /// Fires one node of this block's queue and what it made ready to run at once.
   @inline(__always)
   private func fire(_ node: _PromiseNode) {
-    if let callbacks = node.fire() { place(callbacks) }
-    if !isForwarding, !internalNodes.isEmpty { forward() }
+    node.fire()
+    forwardIfNeeded()
   }
 
   /// Dispatches one block to `queue` that runs what `outbox` holds.
@@ -245,12 +205,11 @@ final class Drain {
     }
   }
 
-  /// Runs `first` (and the nodes linked after it, each owned by the list) in one block on
-  /// `queue`: for global queues, which have no outbox.
-  static func dispatch(_ first: Node, on queue: DispatchQueue) {
-    // The block captures only the node pointer (its queue is `first.queue`): a small context.
+  /// Runs `nodes` (each owned by the list) in one block on `queue`: for global queues, which
+  /// have no outbox.
+  static func dispatch(_ nodes: NodeList, on queue: DispatchQueue) {
     queue.async {
-      Drain.current._withUnsafeGuaranteedRef { $0.runList(first) }
+      Drain.current._withUnsafeGuaranteedRef { $0.runList(nodes) }
     }
   }
 
@@ -263,24 +222,24 @@ final class Drain {
     let saved = (isActive, self.queue, self.outbox, queued)
     isActive = true
     self.outbox = Unmanaged.passUnretained(outbox)
-    queued = RunList()
+    queued = NodeList()
     // Keeps the queue object of the block alive while `queue` holds its identity.
     var blockQueue: DispatchQueue?
     var budget = Drain.batchLimit
     while true {
       if queued.isEmpty {
-        guard let taken = outbox.takeAll() else { break }
+        let taken = outbox.takeAll()
+        guard let head = taken.head else { break }
         queued = taken
         if blockQueue == nil {
-          blockQueue = taken.head.unsafelyUnwrapped._withUnsafeGuaranteedRef { $0.queue }
+          blockQueue = head._withUnsafeGuaranteedRef { $0.queue }
           self.queue = Drain.identity(blockQueue)
         }
       }
       if budget == 0 {
         // What is left goes back ahead of what arrived meanwhile; a new block takes it,
         // behind the work enqueued on the queue while this one ran.
-        outbox.putBack(queued)
-        queued = RunList()
+        outbox.putBack(queued.takeAll())
         Drain.dispatch(outbox, on: blockQueue.unsafelyUnwrapped)
         break
       }
@@ -293,17 +252,13 @@ final class Drain {
   }
 
   /// The body of a global queue's block: runs the list and the nodes it makes ready.
-  private func runList(_ first: Node) {
+  private func runList(_ nodes: NodeList) {
     let saved = (isActive, self.queue, self.outbox, queued)
     isActive = true
     self.outbox = nil
-    var last = first
-    let blockQueue = first._withUnsafeGuaranteedRef { node in
-      while let next = last._withUnsafeGuaranteedRef({ $0.link }) { last = next }
-      return node.queue
-    }
+    let blockQueue = nodes.head.unsafelyUnwrapped._withUnsafeGuaranteedRef { $0.queue }
     self.queue = Drain.identity(blockQueue)
-    queued = RunList(head: first, tail: last)
+    queued = nodes
     while let node = queued.popFirst() { fire(node) }
     (isActive, self.queue, self.outbox, queued) = saved
     withExtendedLifetime(blockQueue) {}

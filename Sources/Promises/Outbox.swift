@@ -10,13 +10,12 @@ import Synchronization
 /// holds nodes: each node holds its queue.
 @usableFromInline
 final class Outbox: @unchecked Sendable {
-  // Safety of `@unchecked Sendable`: `first`, `last` and `isScheduled` are read and written
+  // Safety of `@unchecked Sendable`: `waiting` and `isScheduled` are read and written
   // only under `lock`; `isGlobal` is a constant. The outbox reaches other threads through
   // the queue-specific value, which `of` pairs with an acquiring load (see `published`).
   let lock = SpinLock()
-  /// The oldest node, owned (+1) by the outbox with the others linked after it.
-  @exclusivity(unchecked) private var first: Drain.Node?
-  @exclusivity(unchecked) private var last: Drain.Node?
+  /// The nodes waiting, oldest first, each owned by the list.
+  @exclusivity(unchecked) private var waiting = NodeList()
   /// A block that empties the outbox is dispatched or running; set while nodes wait.
   @exclusivity(unchecked) private var isScheduled = false
   /// A global concurrent queue: nodes bypass the outbox (see `Drain`).
@@ -60,14 +59,9 @@ final class Outbox: @unchecked Sendable {
   /// Appends `node` (owned by the caller, not linked); returns whether the caller must
   /// dispatch the block that empties the outbox (it was idle).
   @inline(__always)
-  func append(_ node: Drain.Node) -> Bool {
+  func append(_ node: NodeList.Node) -> Bool {
     lock.lock()
-    if let last {
-      last._withUnsafeGuaranteedRef { $0.link = node }
-    } else {
-      first = node
-    }
-    last = node
+    waiting.append(node)
     let wasIdle = !isScheduled
     isScheduled = true
     lock.unlock()
@@ -75,28 +69,20 @@ final class Outbox: @unchecked Sendable {
   }
 
   /// Takes every waiting node, in order; when there are none, marks the outbox idle (the
-  /// calling block is about to end) and returns `nil`.
-  func takeAll() -> Drain.RunList? {
+  /// calling block is about to end) and returns an empty list.
+  func takeAll() -> NodeList {
     lock.lock()
     defer { lock.unlock() }
-    guard let head = first else {
-      isScheduled = false
-      return nil
-    }
-    let taken = Drain.RunList(head: head, tail: last)
-    first = nil
-    last = nil
-    return taken
+    if waiting.isEmpty { isScheduled = false }
+    return waiting.takeAll()
   }
 
   /// Puts nodes taken by a block that stopped early back at the front, ahead of the nodes
   /// that arrived meanwhile; the outbox stays scheduled (the caller dispatches the next block).
-  func putBack(_ list: Drain.RunList) {
-    guard let head = list.head, let tail = list.tail else { return }
+  func putBack(_ list: NodeList) {
+    guard !list.isEmpty else { return }
     lock.lock()
-    tail._withUnsafeGuaranteedRef { $0.link = first }
-    if last == nil { last = tail }
-    first = head
+    waiting.prepend(list)
     lock.unlock()
   }
 }

@@ -89,13 +89,12 @@ final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
   // Without an owner, what the action settles is out of sight.
   override var downstream: Downstream { owner.map(Downstream.node) ?? .unknown }
 
-  override func fire() -> Unmanaged<_PromiseNode>? {
+  override func fire() {
     let source = self.source.unsafelyUnwrapped
     self.source = nil
     let action = self.action.unsafelyUnwrapped
     self.action = nil
     action(source.settledResult)
-    return nil
   }
 }
 
@@ -150,7 +149,7 @@ final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendab
     }
     filled.update(repeating: false, count: count)
     lock.unlock()
-    settle(value: values)
+    fulfill(values)
   }
 }
 
@@ -176,15 +175,14 @@ final class AllInputNode<Element: Sendable>: _PromiseNode, @unchecked Sendable {
 
   override var downstream: Downstream { .node(aggregate) }
 
-  override func fire() -> Unmanaged<_PromiseNode>? {
+  override func fire() {
     let source = self.source.unsafelyUnwrapped
     self.source = nil
     if source.state.phase == .fulfilled {
       aggregate.receive(source.loadValue(), at: index)
     } else {
-      aggregate.settle(error: source.state.error.unsafelyUnwrapped)
+      aggregate.reject(source.state.error.unsafelyUnwrapped)
     }
-    return nil
   }
 }
 
@@ -241,7 +239,7 @@ extension Promise {
 
   /// Settles this promise with the outcome of `source` (inline forwarding, no dispatch).
   func follow(_ source: Promise<Value>) {
-    source.register(ForwardingNode(owner: self) { [self] result in self.settle(result) })
+    source.register(ForwardingNode(owner: self) { [self] result in self.resolve(result) })
   }
 }
 

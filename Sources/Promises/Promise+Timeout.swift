@@ -48,7 +48,7 @@ extension Promise {
     timer.start(after: duration, on: queue, scheduler: scheduler) { [box] in
       // Taking the resolver retires the forwarding node: the source can then be cancelled.
       guard let resolver = box.take() else { return }
-      let (settled, upstream) = resolver.token.promise.settle(error: error, cancelling: false)
+      let (settled, upstream) = resolver.token.promise.reject(error)
       if settled { Promise.propagateCancellation(from: upstream) }
     }
     return limited

@@ -22,9 +22,8 @@ final class SignalNode: _PromiseNode, @unchecked Sendable {
 
   override var downstream: Downstream { .none }
 
-  override func fire() -> Unmanaged<_PromiseNode>? {
+  override func fire() {
     semaphore.signal()
-    return nil
   }
 }
 

@@ -4,8 +4,9 @@ import Dispatch
 ///
 /// A promise returned by `then`, `recover`, `catch` and friends is also the callback record
 /// that its source promise keeps: the link costs one object, not a promise plus a closure box.
-/// Nodes are linked intrusively through `next`, first in their source's callback list and then
-/// in a drain's run list, so registering and scheduling a callback allocate nothing.
+/// Nodes are linked intrusively through `link` (see `NodeList`), first in their source's
+/// callback list and then in a drain's run list or a queue's outbox, so registering and
+/// scheduling a callback allocate nothing.
 ///
 /// Thread safety: `link` is owned by whoever currently holds the node — the
 /// source promise's lock while the node waits in its callback list, then the single drain
@@ -34,10 +35,9 @@ public class _PromiseNode: @unchecked Sendable {
   /// Runs the callback once the promise it was registered on has settled.
   ///
   /// Every node kind that is ever registered must override it: the default traps, since a
-  /// node that silently did nothing would leave whoever waits on it hanging.
-  /// - Returns: The callbacks of a promise the node settled that the caller (the drain that
-  ///   fired it) must schedule, or `nil` when there are none or they were scheduled already.
-  func fire() -> Unmanaged<_PromiseNode>? {
+  /// node that silently did nothing would leave whoever waits on it hanging. What the node
+  /// settles places its own callbacks (see `Promise.fulfill`).
+  func fire() {
     preconditionFailure(
       "Promises: \(type(of: self)) is registered as a callback but does not override fire()")
   }
