@@ -109,6 +109,42 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     return .settled
   }
 
+  /// Calls the link's closure with `argument` and fulfils this promise with what it returns,
+  /// or rejects it with what it throws; the closure is released first (see `run`).
+  @inline(__always)
+  final func fulfill<Argument>(
+    calling body: consuming @escaping @Sendable (Argument) throws -> Value, with argument: Argument
+  ) -> RunOutcome {
+    // `value` is bound inside `do`: declared before it, the result would be moved through a
+    // second temporary (in the unspecialized code a link runs, one more value-witness call).
+    do {
+      let value = try body(argument)
+      _ = consume body
+      fulfill(value)
+    } catch {
+      _ = consume body
+      reject(error)
+    }
+    return .settled
+  }
+
+  /// Calls the link's closure with `argument` and adopts the promise it returns, or rejects
+  /// this promise with what it throws; the closure is released first (see `run`).
+  @inline(__always)
+  final func adopt<Argument, Inner: _PromiseConvertible>(
+    calling body: consuming @escaping @Sendable (Argument) throws -> Inner, with argument: Argument
+  ) -> RunOutcome where Inner.Value == Value {
+    do {
+      let inner = try body(argument)._promise
+      _ = consume body
+      return adopt(inner) ? .adopting : .settled
+    } catch {
+      _ = consume body
+      reject(error)
+      return .settled
+    }
+  }
+
   /// Settles this promise with the outcome of `inner`, once that settles.
   ///
   /// Rejects with `PromiseError.chainingCycle` instead when `inner` is this promise or waits
@@ -178,18 +214,7 @@ final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<I
       _ = consume body
       return passOn(errorOf: source)
     }
-    // `value` is bound inside `do`: declared before it, the result would be moved through a
-    // second temporary (in the unspecialized code a link runs, one more value-witness call).
-    do {
-      let value = try body(source.loadValue())
-      _ = consume body
-      fulfill(value)
-      return .settled
-    } catch {
-      _ = consume body
-      reject(error)
-      return .settled
-    }
+    return fulfill(calling: body, with: source.loadValue())
   }
 
   override func takeBody() -> Any? {
@@ -223,15 +248,7 @@ final class ThenPromisePromise<Input: Sendable, Value: Sendable>: DerivedPromise
       _ = consume body
       return passOn(errorOf: source)
     }
-    do {
-      let inner = try body(source.loadValue())
-      _ = consume body
-      return adopt(inner) ? .adopting : .settled
-    } catch {
-      _ = consume body
-      reject(error)
-      return .settled
-    }
+    return adopt(calling: body, with: source.loadValue())
   }
 
   override func takeBody() -> Any? {
@@ -263,16 +280,7 @@ final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, 
       _ = consume body
       return passOn(valueOf: source)
     }
-    do {
-      let value = try body(source.state.error.unsafelyUnwrapped)
-      _ = consume body
-      fulfill(value)
-      return .settled
-    } catch {
-      _ = consume body
-      reject(error)
-      return .settled
-    }
+    return fulfill(calling: body, with: source.state.error.unsafelyUnwrapped)
   }
 
   override func takeBody() -> Any? {
@@ -312,15 +320,7 @@ final class RecoverPromisePromise<Inner: _PromiseConvertible>: DerivedPromise<In
       _ = consume body
       return passOn(valueOf: source)
     }
-    do {
-      let inner = try body(source.state.error.unsafelyUnwrapped)._promise
-      _ = consume body
-      return adopt(inner) ? .adopting : .settled
-    } catch {
-      _ = consume body
-      reject(error)
-      return .settled
-    }
+    return adopt(calling: body, with: source.state.error.unsafelyUnwrapped)
   }
 
   override func takeBody() -> Any? {
