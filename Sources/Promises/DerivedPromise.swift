@@ -18,7 +18,8 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   final override func fire() {
     // One lock acquisition checks for cancellation and claims the body and the source: the
     // source stays referenced (as `upstream`) until this promise settles, and no cancellation
-    // releases it meanwhile, so it is used here without a retain of its own.
+    // releases it meanwhile, so it is used here without a retain of its own (Docs/Design.md,
+    // "Invariants", I3).
     guard let claimed = takeSourceIfPending() else {
       // Cancelled while waiting: the body must not run (its side effects were cancelled too).
       _ = takeBody()

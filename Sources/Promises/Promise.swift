@@ -419,8 +419,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Removes `node` from the callbacks waiting on this promise, if it is still there.
   ///
   /// For a waiter that gives up (a timed-out `wait`): what it registered must not pile up in
-  /// a promise that stays pending. Walks the list (newest first, so a node registered just
-  /// before is found at once).
+  /// a promise that stays pending. Walks the list from its oldest node.
   /// - Returns: Whether the node was removed; `false` if the promise settled meanwhile and the
   ///   node has been (or is being) fired.
   @discardableResult

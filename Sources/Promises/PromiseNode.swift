@@ -8,18 +8,12 @@ import Dispatch
 /// callback list and then in a drain's run list or a queue's outbox, so registering and
 /// scheduling a callback allocate nothing.
 ///
-/// Thread safety: `link` is owned by whoever currently holds the node — the
-/// source promise's lock while the node waits in its callback list, then the single drain
-/// that runs it. A node is in at most one list at a time and fires once per registration,
-/// so these fields are never touched by two threads at once; the hand-offs between owners
-/// go through a lock release/acquire or `DispatchQueue.async`, which order the accesses.
-///
-/// Ownership: a list owns one strong reference to each node in it, taken when the node is
-/// registered (`Unmanaged.passRetained`) and given back when a drain fires it. The links
-/// themselves are unmanaged, so moving a node from its promise's list to a drain's list and
-/// through the drain costs no reference counting.
+/// Thread safety and ownership: `link` belongs to the list the node is in, and only that
+/// list's owner touches it; a list owns one reference to each of its nodes (Docs/Design.md,
+/// "Invariants", I5). `queue` is written at init and, for a link that starts adopting, by the
+/// thread firing it (I3).
 public class _PromiseNode: @unchecked Sendable {
-  /// The next node in the list this node is in (the list owns it; see the class note).
+  /// The next node in the list this node is in (the list owns it: Docs/Design.md, I5).
   @usableFromInline @exclusivity(unchecked) final var link: Unmanaged<_PromiseNode>?
   /// The queue the node's callback runs on; `nil` for internal forwarding that runs inline.
   @usableFromInline @exclusivity(unchecked) final var queue: DispatchQueue?
