@@ -65,9 +65,23 @@ final class Drain {
   @exclusivity(unchecked) var internalNodes = NodeList()
   /// The internal list is being emptied further up this thread's stack.
   @exclusivity(unchecked) var isForwarding = false
+  /// Blocks `place` and `post` decided to dispatch while a promise's lock was held, dispatched
+  /// by `flush()` after unlocking: `queue.async` allocates and runs Dispatch's code, which
+  /// belong outside a lock. The outbox is already marked scheduled, so nothing can overtake
+  /// the nodes it holds meanwhile (Docs/Design.md, "Invariants", I4). The first is kept
+  /// inline; more (several queues in one settlement) go to `moreDispatches`.
+  @exclusivity(unchecked) var firstDispatch: PendingDispatch?
+  @exclusivity(unchecked) var moreDispatches: [PendingDispatch] = []
   /// The last queue whose outbox this thread looked up, and that outbox (see `outbox(of:)`).
   @exclusivity(unchecked) var cachedQueue: DispatchQueue?
   @exclusivity(unchecked) var cachedOutbox: Outbox?
+
+  /// One block to dispatch: an outbox's, or a global queue's batch.
+  struct PendingDispatch {
+    let queue: DispatchQueue
+    let outbox: Outbox?
+    let nodes: NodeList
+  }
 
   static let key: pthread_key_t = {
     var key = pthread_key_t()
@@ -104,54 +118,83 @@ final class Drain {
   ///
   /// `callbacks` are in registration order, each owned by the list. Placing them under the
   /// lock makes a callback registered right after the settlement queue behind them. Internal
-  /// nodes only join the internal list: the caller runs them with `forwardIfNeeded()` after
+  /// nodes only join the internal list: the caller runs them with `finishPlacing()` after
   /// unlocking.
   @usableFromInline
   static func place(_ callbacks: NodeList) {
     Drain.current._withUnsafeGuaranteedRef { $0.place(callbacks) }
   }
 
-  /// Runs the internal nodes that `place` collected on this thread, unless a caller further
-  /// up the stack already does.
+  /// After unlocking: dispatches the blocks that `place` or `post` deferred, then runs the
+  /// internal nodes `place` collected (unless a caller further up the stack does).
   @usableFromInline
-  static func forwardIfNeeded() {
+  static func finishPlacing() {
     guard let pointer = pthread_getspecific(key) else { return }
-    Unmanaged<Drain>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.forwardIfNeeded() }
+    Unmanaged<Drain>.fromOpaque(pointer)._withUnsafeGuaranteedRef { $0.finishPlacing() }
+  }
+
+  /// After unlocking: what `Drain.finishPlacing()` does, on this drain.
+  @usableFromInline @inline(__always)
+  func finishPlacing() {
+    if firstDispatch != nil { flush() }
+    forwardIfNeeded()
   }
 
   /// Runs the internal nodes `place` collected, unless a caller further up the stack does.
-  @usableFromInline @inline(__always)
+  @inline(__always)
   func forwardIfNeeded() {
     if !isForwarding, !internalNodes.isEmpty { forward() }
   }
 
+  /// Remembers a block to dispatch once the caller has unlocked (see `firstDispatch`).
+  @inline(__always)
+  private func deferDispatch(_ pending: PendingDispatch) {
+    if firstDispatch == nil {
+      firstDispatch = pending
+    } else {
+      moreDispatches.append(pending)
+    }
+  }
+
+  /// Dispatches the deferred blocks, in the order they were deferred.
+  @inline(never)
+  private func flush() {
+    if let first = firstDispatch {
+      firstDispatch = nil
+      Drain.dispatch(first)
+    }
+    guard !moreDispatches.isEmpty else { return }
+    let more = moreDispatches
+    moreDispatches.removeAll(keepingCapacity: true)
+    for pending in more { Drain.dispatch(pending) }
+  }
+
   /// Runs one internal node registered on an already settled promise, outside any lock.
   @usableFromInline
-  static func runInternal(_ node: Node) {
-    Drain.current._withUnsafeGuaranteedRef { drain in
-      drain.internalNodes.append(node)
-      drain.forwardIfNeeded()
-    }
+  func runInternal(_ node: Node) {
+    internalNodes.append(node)
+    forwardIfNeeded()
   }
 
   /// Sends one callback registered on an already settled promise to its queue's outbox.
   ///
-  /// Called under that promise's lock (see `place`). Never joins a running drain's list.
+  /// Called under that promise's lock (see `place`); the caller calls `finishPlacing()`
+  /// after unlocking. Never joins a running drain's list.
   @usableFromInline
-  static func post(_ node: Node, on queue: DispatchQueue) {
-    let outbox = Drain.current._withUnsafeGuaranteedRef { $0.outbox(of: queue) }
+  func post(_ node: Node, on queue: DispatchQueue) {
+    let outbox = outbox(of: queue)
     if outbox.isGlobal {
       var single = NodeList()
       single.append(node)
-      dispatch(single, on: queue)
+      deferDispatch(PendingDispatch(queue: queue, outbox: nil, nodes: single))
     } else if outbox.append(node) {
-      dispatch(outbox, on: queue)
+      deferDispatch(PendingDispatch(queue: queue, outbox: outbox, nodes: NodeList()))
     }
   }
 
   /// Sorts the nodes: internal ones to run now, those made ready for this block's queue to
   /// this block, the others to their queue's outbox (or, for a global queue, dispatched,
-  /// grouped per queue).
+  /// grouped per queue). The caller calls `finishPlacing()` after unlocking.
   @usableFromInline
   func place(_ callbacks: NodeList) {
     var callbacks = callbacks
@@ -173,15 +216,17 @@ final class Drain {
         queued.append(current)
       } else if targetOutbox.isGlobal {
         if target !== batchQueue {
-          if let batchQueue { Drain.dispatch(batch.takeAll(), on: batchQueue) }
+          if let batchQueue {
+            deferDispatch(PendingDispatch(queue: batchQueue, outbox: nil, nodes: batch.takeAll()))
+          }
           batchQueue = target
         }
         batch.append(current)
       } else if targetOutbox.append(current) {
-        Drain.dispatch(targetOutbox, on: target)
+        deferDispatch(PendingDispatch(queue: target, outbox: targetOutbox, nodes: NodeList()))
       }
     }
-    if let batchQueue { Drain.dispatch(batch, on: batchQueue) }
+    if let batchQueue { deferDispatch(PendingDispatch(queue: batchQueue, outbox: nil, nodes: batch)) }
   }
 
   /// Fires internal nodes until the internal list is empty.
@@ -196,6 +241,15 @@ final class Drain {
   private func fire(_ node: _PromiseNode) {
     node.fire()
     forwardIfNeeded()
+  }
+
+  /// Dispatches one deferred block.
+  private static func dispatch(_ pending: PendingDispatch) {
+    if let outbox = pending.outbox {
+      dispatch(outbox, on: pending.queue)
+    } else {
+      dispatch(pending.nodes, on: pending.queue)
+    }
   }
 
   /// Dispatches one block to `queue` that runs what `outbox` holds.

@@ -258,12 +258,14 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     // The outbox (or run list) owns a reference to the node, as a promise's callback list
     // would. A queue node goes to its queue's outbox before unlocking: behind the callbacks
     // the settlement placed under this lock, ahead of any registered after it.
+    let drain = Drain.current
     if let queue = node.queue {
-      Drain.post(Unmanaged.passRetained(node), on: queue)
+      drain._withUnsafeGuaranteedRef { $0.post(Unmanaged.passRetained(node), on: queue) }
       lock.unlock()
+      drain._withUnsafeGuaranteedRef { $0.finishPlacing() }
     } else {
       lock.unlock()
-      Drain.runInternal(Unmanaged.passRetained(node))
+      drain._withUnsafeGuaranteedRef { $0.runInternal(Unmanaged.passRetained(node)) }
     }
   }
 
@@ -300,7 +302,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     lock.unlock()
     // Released here, after unlocking: a deinit they trigger may run user code.
     _ = (upstream, extras)
-    drain._withUnsafeGuaranteedRef { $0.forwardIfNeeded() }
+    drain._withUnsafeGuaranteedRef { $0.finishPlacing() }
     return true
   }
 
@@ -367,7 +369,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     if cancelling, let extras {
       for handler in extras.cancelHandlers { handler() }
     }
-    if !callbacks.isEmpty { Drain.forwardIfNeeded() }
+    if !callbacks.isEmpty { Drain.finishPlacing() }
     return (true, upstream)
   }
 
