@@ -65,9 +65,10 @@ final class Drain {
   @exclusivity(unchecked) var internalNodes = NodeList()
   /// The internal list is being emptied further up this thread's stack.
   @exclusivity(unchecked) var isForwarding = false
-  /// Blocks `place` and `post` decided to dispatch while a promise's lock was held, dispatched
-  /// by `flush()` after unlocking: `queue.async` allocates and runs Dispatch's code, which
-  /// belong outside a lock. The outbox is already marked scheduled, so nothing can overtake
+  /// Blocks that `place` and `post` decided to dispatch under a promise's lock.
+  ///
+  /// `flush()` dispatches them after unlocking: `queue.async` allocates and runs Dispatch's
+  /// code, which belong outside a lock. The outbox is already marked scheduled, so nothing can overtake
   /// the nodes it holds meanwhile (Docs/Design.md, "Invariants", I4). The first is kept
   /// inline; more (several queues in one settlement) go to `moreDispatches`.
   @exclusivity(unchecked) var firstDispatch: PendingDispatch?
@@ -192,9 +193,11 @@ final class Drain {
     }
   }
 
-  /// Sorts the nodes: internal ones to run now, those made ready for this block's queue to
-  /// this block, the others to their queue's outbox (or, for a global queue, dispatched,
-  /// grouped per queue). The caller calls `finishPlacing()` after unlocking.
+  /// Sorts the nodes of a settlement to where they run.
+  ///
+  /// Internal ones to run now, those made ready for this block's queue to this block, the
+  /// others to their queue's outbox (or, for a global queue, dispatched, grouped per queue).
+  /// The caller calls `finishPlacing()` after unlocking.
   @usableFromInline
   func place(_ callbacks: NodeList) {
     var callbacks = callbacks
