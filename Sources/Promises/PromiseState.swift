@@ -78,6 +78,13 @@ struct PromiseState {
   var waitingCount: Int { callbacks.count }
 
   /// Whether a waiting callback still needs this promise (see `_PromiseNode.isLiveObserver`).
+  ///
+  /// A walk, made under the promise's lock by a cancellation from downstream only: the answer
+  /// must hold until the rejection is stored, or a callback registered meanwhile would be
+  /// cancelled with it. It stops at the first live node and reads only atomic flags
+  /// (`settledFlag`, a forwarding node's retirement), never another promise's lock. Nothing
+  /// cheaper was found that needs no field: a count of live callbacks cannot be kept, since
+  /// callbacks stop being live (a cancelled link) without touching this promise.
   var hasLiveObserver: Bool { callbacks.contains { $0.isLiveObserver } }
 
   /// Stores `node` to run at settlement, or tells the caller to run it now.
