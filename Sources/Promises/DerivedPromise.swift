@@ -350,14 +350,18 @@ final class ObserverPromise<Value: Sendable>: DerivedPromise<Value, Value>, @unc
   }
 
   override func run(_ source: Promise<Value>) -> RunOutcome {
+    // Moved out of the link (no retain) and released before the outcome is published, as in
+    // `ThenValuePromise.run`.
+    let body = self.body.unsafelyUnwrapped
+    self.body = nil
     let input = source.settledResult
-    switch (body.unsafelyUnwrapped, input) {
+    switch (body, input) {
     case (.onRejection(let handler), .failure(let error)): handler(error)
     case (.onRejection, .success): break
     case (.always(let handler), _): handler()
     case (.onResult(let handler), _): handler(input)
     }
-    body = nil
+    _ = consume body
     resolve(input)
     return .settled
   }
