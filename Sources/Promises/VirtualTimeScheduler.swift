@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 
 /// Runs timers on a clock that moves only when you advance it: instant, exact timers for tests.
 ///
@@ -292,28 +291,5 @@ private final class VirtualTimeItem: ScheduledWork, @unchecked Sendable {
   func cancel() {
     guard take() != nil else { return }
     scheduler?.remove(self)
-  }
-}
-
-/// Tells whether the calling thread is running a given queue, by marking queues with a unique
-/// number (a queue-specific value).
-///
-/// Not by address: on Linux `DispatchQueue.global()` returns a new wrapper object at each call,
-/// whose address a later queue may reuse, while the mark set through it stays on the global
-/// queue, which every cooperative-pool thread runs.
-private enum QueueMark {
-  static let key = DispatchSpecificKey<UInt64>()
-  static let counter = Atomic<UInt64>(0)
-
-  static func isCurrent(_ queue: DispatchQueue) -> Bool {
-    let mark: UInt64
-    if let existing = queue.getSpecific(key: key) {
-      mark = existing
-    } else {
-      let fresh = counter.wrappingAdd(1, ordering: .relaxed).newValue
-      queue.setSpecific(key: key, value: fresh)
-      mark = queue.getSpecific(key: key) ?? fresh
-    }
-    return DispatchQueue.getSpecific(key: key) == mark
   }
 }
