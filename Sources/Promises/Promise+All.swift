@@ -104,8 +104,15 @@ final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
 /// metadata unspecialized code would look up per element); `filled` records which slots are
 /// initialized so a rejected aggregate can clean up. Both are raw buffers, not arrays: in
 /// unspecialized code an array write costs a uniqueness check and an exclusivity check.
+///
+/// The lock guards only the slot writes and the count. The receiver that brings `remaining`
+/// to zero owns the buffer from then on: no other receiver writes a slot (each sees
+/// `remaining == 0`), a rejection does not touch the buffer, and `deinit`, which cannot run
+/// while a receiver holds the aggregate, leaves the slots to it. So the result array is
+/// allocated, and the values moved into it, after unlocking.
 final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendable {
-  // Safety: the buffers' contents and `remaining` are guarded by `lock`.
+  // Safety: the buffers' contents and `remaining` are guarded by `lock` while `remaining > 0`;
+  // once it is 0, the buffer belongs to the receiver that made it so (see above).
   private let buffer: UnsafeMutablePointer<Element>
   private let filled: UnsafeMutablePointer<Bool>
   private let count: Int
@@ -121,34 +128,38 @@ final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendab
   }
 
   deinit {
-    for index in 0..<count where filled[index] {
-      (buffer + index).deinitialize(count: 1)
+    // At 0 the last receiver has moved every value out: the slots are uninitialized.
+    if remaining > 0 {
+      for index in 0..<count where filled[index] {
+        (buffer + index).deinitialize(count: 1)
+      }
     }
     buffer.deallocate()
     filled.deallocate()
   }
 
   /// Records input `index`'s value; fulfils the aggregate with the last one.
+  ///
+  /// Cost under the lock: one slot write and a decrement; no allocation.
   func receive(_ value: Element, at index: Int) {
     lock.lock()
-    guard state.isPending, !filled[index] else {
+    guard state.isPending, remaining > 0, !filled[index] else {
       lock.unlock()
       return
     }
     (buffer + index).initialize(to: value)
     filled[index] = true
     remaining -= 1
-    guard remaining == 0 else {
-      lock.unlock()
-      return
-    }
-    // Move the values out: the slots are uninitialized again.
+    let isLast = remaining == 0
+    lock.unlock()
+    guard isLast else { return }
+    // This receiver owns the buffer now (see the class's note): move the values out. Should
+    // a rejection have settled the aggregate meanwhile, `fulfill` ignores them and they are
+    // released with the array.
     let values = Array(unsafeUninitializedCapacity: count) { target, initialized in
       _ = target.moveInitialize(fromContentsOf: UnsafeMutableBufferPointer(start: buffer, count: count))
       initialized = count
     }
-    filled.update(repeating: false, count: count)
-    lock.unlock()
     fulfill(values)
   }
 }
