@@ -3,7 +3,7 @@ import Promises
 
 /// Obtains a token through a promise, attaches it to requests, and refreshes it once on a 401.
 ///
-/// Give it to `HTTPClient(baseURL:authenticator:)`. Before each request the client asks for
+/// Give it to a client as `HTTPClient.Configuration.authenticator`. Before each request the client asks for
 /// the current token (fetching one the first time) and sends `Authorization: <scheme> <token>`
 /// unless the request sets `Authorization` itself. When the server answers 401, the client asks
 /// for a fresh token and replays the request once; a second 401 is reported as

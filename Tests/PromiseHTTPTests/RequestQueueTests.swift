@@ -29,8 +29,10 @@ struct RequestQueueTests {
     maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait
   ) -> HTTPClient {
     HTTPClient(
-      baseURL: server.baseURL, retryPolicy: .none, timeout: timeout, maximumConcurrentRequestsPerHost: limit,
-      maximumQueueWait: maximumQueueWait)
+      baseURL: server.baseURL,
+      configuration: .init(
+        retryPolicy: .none, timeout: timeout, maximumConcurrentRequestsPerHost: limit,
+        maximumQueueWait: maximumQueueWait))
   }
 
   /// Awaits every promise and returns the descriptions of the failures.
@@ -54,8 +56,8 @@ struct RequestQueueTests {
       let configuration = HTTPClient.makeDefaultConfiguration()
       configuration.httpMaximumConnectionsPerHost = 2
       let client = HTTPClient(
-        baseURL: server.baseURL, configuration: configuration, retryPolicy: .none,
-        timeout: .seconds(2))
+        baseURL: server.baseURL,
+        configuration: .init(sessionConfiguration: configuration, retryPolicy: .none, timeout: .seconds(2)))
       #expect(client.maximumConcurrentRequestsPerHost == 2)
       let failures = await Self.failures(of: (0..<20).map { _ in client.get("slow") })
       #expect(failures.isEmpty, "\(failures.count) of 20 failed: \(failures.first ?? "")")
@@ -80,9 +82,12 @@ struct RequestQueueTests {
     #expect(HTTPClient(baseURL: base).maximumConcurrentRequestsPerHost == expected)
     let configuration = URLSessionConfiguration.ephemeral
     configuration.httpMaximumConnectionsPerHost = 3
-    #expect(HTTPClient(baseURL: base, configuration: configuration).maximumConcurrentRequestsPerHost == 3)
     #expect(
-      HTTPClient(baseURL: base, maximumConcurrentRequestsPerHost: 0).maximumConcurrentRequestsPerHost == 1)
+      HTTPClient(baseURL: base, configuration: .init(sessionConfiguration: configuration))
+        .maximumConcurrentRequestsPerHost == 3)
+    #expect(
+      HTTPClient(baseURL: base, configuration: .init(maximumConcurrentRequestsPerHost: 0))
+        .maximumConcurrentRequestsPerHost == 1)
     #expect(HTTPClient(baseURL: base).maximumQueueWait == HTTPClient.defaultMaximumQueueWait)
   }
 
@@ -93,8 +98,10 @@ struct RequestQueueTests {
       let configuration = HTTPClient.makeDefaultConfiguration()
       configuration.httpMaximumConnectionsPerHost = 2
       let client = HTTPClient(
-        baseURL: server.baseURL, configuration: configuration, retryPolicy: .none,
-        timeout: .seconds(30), maximumConcurrentRequestsPerHost: 4)
+        baseURL: server.baseURL,
+        configuration: .init(
+          sessionConfiguration: configuration, retryPolicy: .none, timeout: .seconds(30),
+          maximumConcurrentRequestsPerHost: 4))
       let failures = await Self.failures(of: (0..<4).map { _ in client.get("slow") })
       #expect(failures.isEmpty, "\(failures.count) of 4 failed: \(failures.first ?? "")")
       #expect(server.server.maximumConcurrentRequests == 4)
@@ -179,7 +186,8 @@ struct RequestQueueTests {
       router.on("GET", "/next") { _ in .respond(.text("next")) }
     }) { server in
       let client = HTTPClient(
-        baseURL: server.baseURL, retryPolicy: quickRetries(), maximumConcurrentRequestsPerHost: 1)
+        baseURL: server.baseURL,
+        configuration: .init(retryPolicy: quickRetries(), maximumConcurrentRequestsPerHost: 1))
       let flaky = client.get("flaky")
       let next = client.get("next")
       _ = try await flaky.value

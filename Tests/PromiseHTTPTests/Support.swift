@@ -38,10 +38,12 @@ struct TestServer {
     authenticator: TokenAuthenticator? = nil
   ) -> HTTPClient {
     HTTPClient(
-      baseURL: baseURL, defaultHeaders: defaultHeaders, retryPolicy: retryPolicy, timeout: timeout,
-      maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
-      sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
-      authenticator: authenticator)
+      baseURL: baseURL,
+      configuration: .init(
+        defaultHeaders: defaultHeaders, retryPolicy: retryPolicy, timeout: timeout,
+        maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
+        sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
+        authenticator: authenticator))
   }
 }
 

@@ -101,7 +101,8 @@ struct HTTPExamples {
     let server = try DocServer.start()
     let configServer = server.baseURL
     // snippet.show
-    let patient = HTTPClient(baseURL: configServer, retryPolicy: RetryPolicy(maximumAttempts: 4))
+    let patient = HTTPClient(
+      baseURL: configServer, configuration: .init(retryPolicy: RetryPolicy(maximumAttempts: 4)))
 
     let config = try await patient.get("busy/config").decode(StreamConfig.self).value
     // the first attempt got "503 Service Unavailable, Retry-After: 0"; the second succeeded
@@ -149,7 +150,8 @@ struct HTTPExamples {
     let configServer = server.baseURL
     // snippet.show
     let client = HTTPClient(
-      baseURL: configServer, maximumConcurrentRequestsPerHost: 1, maximumQueueWait: .milliseconds(200))
+      baseURL: configServer,
+      configuration: .init(maximumConcurrentRequestsPerHost: 1, maximumQueueWait: .milliseconds(200)))
 
     let slow = client.get("slow/config")  // takes the only place for this origin
     do {
@@ -177,7 +179,7 @@ struct HTTPExamples {
         .decode(Token.self)
         .then { token in token.value }
     }
-    let api = HTTPClient(baseURL: configServer, authenticator: authenticator)
+    let api = HTTPClient(baseURL: configServer, configuration: .init(authenticator: authenticator))
 
     let config = try await api.get("stream/config").decode(StreamConfig.self).value
     // snippet.hide

@@ -1,0 +1,108 @@
+import Foundation
+import Promises
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+extension HTTPClient {
+  /// Everything a client is made with, as one value: build it, change what you need, pass it.
+  ///
+  /// Every property starts at its documented default (the `static let`s of `HTTPClient`), so
+  /// `HTTPClient(baseURL: url)` and `HTTPClient(baseURL: url, configuration: .init())` are the
+  /// same client. Change fields in place or with the initializer's labels:
+  /// `HTTPClient.Configuration(retryPolicy: .none, timeout: .seconds(5))`.
+  ///
+  /// The client reads the configuration once, when it is made; changing the value afterwards
+  /// changes nothing for that client.
+  public struct Configuration: Sendable {
+    /// The configuration of the client's `URLSession`; `HTTPClient.makeDefaultConfiguration()`
+    /// (ephemeral, nothing shared) by default.
+    ///
+    /// Reading and setting it copies, so the value keeps value semantics although
+    /// `URLSessionConfiguration` is a class: a change to an object you set does not reach a
+    /// configuration already holding it. The client adjusts its own copy (see
+    /// `HTTPClient.init(baseURL:configuration:)`).
+    public var sessionConfiguration: URLSessionConfiguration {
+      get { Self.copy(storedSessionConfiguration) }
+      set { storedSessionConfiguration = Self.copy(newValue) }
+    }
+    /// Never mutated and never handed out: `sessionConfiguration` copies on the way in and out.
+    private var storedSessionConfiguration: URLSessionConfiguration
+    /// Headers sent with every request; a request's own headers override them.
+    public var defaultHeaders: HTTPHeaders
+    /// Where the client settles promises and runs its timers and session delegate; a private
+    /// serial queue when `nil` (the default).
+    public var callbackQueue: DispatchQueue?
+    /// The retry policy of every request that does not give its own; `RetryPolicy.default`.
+    public var retryPolicy: RetryPolicy
+    /// The longest a request may take, retries and backoff included, from when it is sent (when
+    /// it leaves the queue of `maximumConcurrentRequestsPerHost`); `HTTPClient.defaultTimeout`.
+    public var timeout: Duration
+    /// The most requests in flight at once per origin, at least 1.
+    ///
+    /// `nil` (the default) takes the session configuration's `httpMaximumConnectionsPerHost`
+    /// (6 on Linux).
+    public var maximumConcurrentRequestsPerHost: Int?
+    /// The longest a request waits for its turn before it is rejected, unsent, with
+    /// `HTTPError.queueWaitExceeded`; `HTTPClient.defaultMaximumQueueWait`.
+    public var maximumQueueWait: Duration
+    /// The body size limit, counted after decompression; `HTTPClient.defaultMaximumResponseSize`.
+    public var maximumResponseSize: Int
+    /// Whether redirects are followed, and how many; `RedirectPolicy.default` (at most 10).
+    public var redirectPolicy: RedirectPolicy
+    /// The headers whose values are credentials; `HTTPClient.defaultSensitiveHeaders`.
+    ///
+    /// `Authorization`, `Proxy-Authorization` and `Cookie` are always treated as sensitive.
+    public var sensitiveHeaders: Set<String>
+    /// The statuses that fulfil a request's promise; 200–299.
+    public var acceptableStatusCodes: Range<Int>
+    /// Attaches a token to each request to the base URL's origin and refreshes it once on a 401.
+    public var authenticator: TokenAuthenticator?
+
+    /// Creates a configuration; every parameter defaults to the documented default.
+    ///
+    /// - Parameters:
+    ///   - sessionConfiguration: The session's configuration (copied); ephemeral by default.
+    ///   - defaultHeaders: Sent with every request.
+    ///   - callbackQueue: Where the client settles promises; a private serial queue by default.
+    ///   - retryPolicy: `RetryPolicy.default`: idempotent methods, 3 attempts.
+    ///   - timeout: The deadline of each request, retries included, from when it is sent; 30 s.
+    ///   - maximumConcurrentRequestsPerHost: The most requests in flight per origin; `nil` takes
+    ///     the session configuration's `httpMaximumConnectionsPerHost`.
+    ///   - maximumQueueWait: The longest a request waits for its turn; 60 s.
+    ///   - maximumResponseSize: The body size limit after decompression; 4 MiB.
+    ///   - redirectPolicy: Follow at most 10 redirects (`RedirectPolicy.default`), or none.
+    ///   - sensitiveHeaders: The headers redacted and kept from other origins.
+    ///   - acceptableStatusCodes: The statuses that fulfil; 200–299.
+    ///   - authenticator: Attaches a token to each request and refreshes it on a 401.
+    public init(
+      sessionConfiguration: URLSessionConfiguration = HTTPClient.makeDefaultConfiguration(),
+      defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
+      retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
+      maximumConcurrentRequestsPerHost: Int? = nil,
+      maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
+      maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
+      redirectPolicy: RedirectPolicy = .default,
+      sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
+      acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
+    ) {
+      self.storedSessionConfiguration = Self.copy(sessionConfiguration)
+      self.defaultHeaders = defaultHeaders
+      self.callbackQueue = callbackQueue
+      self.retryPolicy = retryPolicy
+      self.timeout = timeout
+      self.maximumConcurrentRequestsPerHost = maximumConcurrentRequestsPerHost
+      self.maximumQueueWait = maximumQueueWait
+      self.maximumResponseSize = maximumResponseSize
+      self.redirectPolicy = redirectPolicy
+      self.sensitiveHeaders = sensitiveHeaders
+      self.acceptableStatusCodes = acceptableStatusCodes
+      self.authenticator = authenticator
+    }
+
+    private static func copy(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
+      (configuration.copy() as? URLSessionConfiguration) ?? configuration
+    }
+  }
+}
