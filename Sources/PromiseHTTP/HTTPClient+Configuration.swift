@@ -58,7 +58,22 @@ extension HTTPClient {
     /// The statuses that fulfil a request's promise; 200–299.
     public var acceptableStatusCodes: Range<Int>
     /// Attaches a token to each request to the base URL's origin and refreshes it once on a 401.
+    ///
+    /// The first step of every request to that origin, unless the request sets `Authorization`
+    /// itself (see `HTTPInterceptor`).
     public var authenticator: TokenAuthenticator?
+    /// Steps of your own that every request goes through, in order: after the authenticator,
+    /// before the retry policy (see `HTTPInterceptor`); none by default.
+    public var interceptors: [any HTTPInterceptor]
+    /// The clock of the client's timers: deadlines, the queue-wait limit and retry backoff;
+    /// `PromiseSchedulers.default` (real time) by default.
+    ///
+    /// Pass a `VirtualTimeScheduler` in tests: a deadline then passes when you advance it, not
+    /// after a wall-clock wait. A request's own `Deadline` is a point in real time: the client
+    /// reads what is left of it when the request is queued and when it is sent, and from then
+    /// on counts that on this scheduler. libcurl's own whole-second timeout, set just beyond
+    /// the client's deadline as a backstop, is always real time.
+    public var scheduler: any PromiseScheduler
 
     /// Creates a configuration; every parameter defaults to the documented default.
     ///
@@ -76,6 +91,8 @@ extension HTTPClient {
     ///   - sensitiveHeaders: The headers redacted and kept from other origins.
     ///   - acceptableStatusCodes: The statuses that fulfil; 200–299.
     ///   - authenticator: Attaches a token to each request and refreshes it on a 401.
+    ///   - interceptors: Steps of your own, in order; none by default.
+    ///   - scheduler: The clock of deadlines, queue waits and backoff; `PromiseSchedulers.default`.
     public init(
       sessionConfiguration: URLSessionConfiguration = HTTPClient.makeDefaultConfiguration(),
       defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
@@ -85,7 +102,8 @@ extension HTTPClient {
       maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
       redirectPolicy: RedirectPolicy = .default,
       sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
-      acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
+      acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil,
+      interceptors: [any HTTPInterceptor] = [], scheduler: any PromiseScheduler = PromiseSchedulers.default
     ) {
       self.storedSessionConfiguration = Self.copy(sessionConfiguration)
       self.defaultHeaders = defaultHeaders
@@ -99,6 +117,8 @@ extension HTTPClient {
       self.sensitiveHeaders = sensitiveHeaders
       self.acceptableStatusCodes = acceptableStatusCodes
       self.authenticator = authenticator
+      self.interceptors = interceptors
+      self.scheduler = scheduler
     }
 
     private static func copy(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {

@@ -208,15 +208,24 @@ public final class HTTPClient: Sendable {
     case .failure(let error): return Promise(error: error, file: file, line: line)
     }
     let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
+    let acceptable = request.acceptableStatusCodes ?? acceptableStatusCodes
+    var steps: [any HTTPInterceptor] = []
+    // The token goes to the base URL's origin only, and not over an `Authorization` of its own.
+    if let authenticator, urlRequest.url.map({ Redirects.isSameOrigin($0, baseURL) }) == true,
+      urlRequest.value(forHTTPHeaderField: "Authorization") == nil
+    {
+      steps.append(authenticator)
+    }
+    steps += configuration.interceptors
+    steps.append(request.retryPolicy ?? retryPolicy)
     let operation = RequestOperation(
-      transport: transport, request: urlRequest, method: request.method,
-      policy: request.retryPolicy ?? retryPolicy,
-      acceptable: request.acceptableStatusCodes ?? acceptableStatusCodes, timeout: timeout,
-      deadline: request.deadline, queue: requestQueue, maximumQueueWait: maximumQueueWait,
-      authenticator: urlRequest.url.map { Redirects.isSameOrigin($0, baseURL) } == true ? authenticator : nil,
-      maximumBodySize: maximumResponseSize, redirectPolicy: request.redirectPolicy ?? redirectPolicy,
-      sensitiveHeaders: sensitiveNames,
-      timerQueue: callbackQueue, resolver: resolver)
+      settings: RequestStateMachine.Settings(
+        request: urlRequest, method: request.method, acceptable: acceptable, timeout: timeout,
+        maximumQueueWait: maximumQueueWait, deadlineAllowed: request.deadline?.allowed),
+      deadline: request.deadline, transport: transport, chain: InterceptorChain(steps, queue: callbackQueue),
+      queue: requestQueue, maximumBodySize: maximumResponseSize,
+      redirectPolicy: request.redirectPolicy ?? redirectPolicy, sensitiveHeaders: sensitiveNames,
+      scheduler: configuration.scheduler, callbackQueue: callbackQueue, resolver: resolver)
     resolver.onCancel { operation.cancel() }
     operation.enqueue()
     return promise

@@ -109,8 +109,7 @@ private final class SettledAt: @unchecked Sendable {
 /// A retry policy with tiny, deterministic backoffs, so retry tests take milliseconds.
 func quickRetries(_ attempts: Int = 3) -> RetryPolicy {
   RetryPolicy(
-    maximumAttempts: attempts, baseDelay: .milliseconds(5), maximumDelay: .milliseconds(20),
-    random: { $0.upperBound })
+    maximumAttempts: attempts, backoff: .exponential(initial: .milliseconds(5), maximum: .milliseconds(20)))
 }
 
 /// Awaits `promise` and returns its outcome and the time from `start` to its settlement.
