@@ -49,20 +49,51 @@ struct RequestQueueTests {
 
   @Test func requestsWaitingForAConnectionDoNotUseUpTheirTimeout() async throws {
     try await withServer(Self.routes()) { server in
-      // The session has 2 connections per host: 20 requests of 300 ms take 3 s in all, more
-      // than the timeout of each (2 s, which leaves one request 1.7 s of slack under sanitizers
-      // on a loaded machine, where 1 s was seen to be too little). Without the client's queue,
-      // libcurl held 18 of them while their deadlines ran, and the last ones timed out.
-      let configuration = HTTPClient.makeDefaultConfiguration()
-      configuration.httpMaximumConnectionsPerHost = 2
+      // One place, a 2 s timeout, on a clock the test moves: the waiting request's deadline
+      // starts when it leaves the queue (at 1.9 s), so it passes at 3.9 s, not at 2 s.
+      let clock = VirtualTimeScheduler()
       let client = HTTPClient(
         baseURL: server.baseURL,
-        configuration: .init(sessionConfiguration: configuration, retryPolicy: .none, timeout: .seconds(2)))
+        configuration: .init(
+          retryPolicy: .none, timeout: .seconds(2), maximumConcurrentRequestsPerHost: 1, scheduler: clock))
+      let first = client.get("hold")
+      let waiting = client.get("hold")
+      #expect(await server.arrived(1))
+      clock.advance(by: .milliseconds(1900))
+      first.cancel()
+      #expect(await server.arrived(2))
+      clock.advance(to: .milliseconds(3899))
+      #expect(waiting.isPending)
+      clock.advance(to: .milliseconds(3900))
+      let (result, _) = await outcome(of: waiting)
+      guard case .timedOut(_, let allowed)? = httpError(result) else {
+        Issue.record("expected a timeout, got \(result)")
+        return
+      }
+      #expect(allowed == .seconds(2))
+    }
+  }
+
+  @Test func theSessionsConnectionsPerHostAreTheDefaultLimitAndKeepRequestsOutOfLibcurl() async throws {
+    try await withServer(Self.routes()) { server in
+      // 2 connections per host: 8 requests of 300 ms. The timeouts are on a clock that does
+      // not move, so none can end a request: what is tested is the queue, not the load.
+      let configuration = HTTPClient.makeDefaultConfiguration()
+      configuration.httpMaximumConnectionsPerHost = 2
+      let clock = VirtualTimeScheduler()
+      let client = HTTPClient(
+        baseURL: server.baseURL,
+        configuration: .init(
+          sessionConfiguration: configuration, retryPolicy: .none, timeout: .seconds(2), scheduler: clock))
       #expect(client.maximumConcurrentRequestsPerHost == 2)
-      let failures = await Self.failures(of: (0..<20).map { _ in client.get("slow") })
-      #expect(failures.isEmpty, "\(failures.count) of 20 failed: \(failures.first ?? "")")
-      #expect(server.requests.count == 20)
+      let requests = (0..<8).map { _ in client.get("slow") }
+      // 2 deadline timers for the 2 requests sent, 6 queue-wait timers: no deadline runs in the queue.
+      #expect(clock.pendingCount == 8)
+      let failures = await Self.failures(of: requests)
+      #expect(failures.isEmpty, "\(failures.count) of 8 failed: \(failures.first ?? "")")
+      #expect(server.requests.count == 8)
       #expect(server.server.maximumConcurrentRequests == 2)
+      #expect(clock.pendingCount == 0)
     }
   }
 
@@ -134,18 +165,48 @@ struct RequestQueueTests {
 
   @Test func aChainDeadlinePassingInTheQueueTimesOutUnsent() async throws {
     try await withServer(Self.routes(["/never", "/after"])) { server in
-      let client = Self.client(server, limit: 1)
+      let clock = VirtualTimeScheduler()
+      let client = HTTPClient(
+        baseURL: server.baseURL,
+        configuration: .init(retryPolicy: .none, maximumConcurrentRequestsPerHost: 1, scheduler: clock))
       let held = client.get("hold")
-      let (result, _) = await outcome(of: client.get("never", deadline: .after(.milliseconds(200))))
+      let never = client.get("never", deadline: .after(.seconds(5)))
+      // What the deadline had left when the request was queued (just under 5 s), on the clock.
+      clock.advance(by: .seconds(5))
+      let (result, _) = await outcome(of: never)
       guard case .timedOut(let url, let deadline)? = httpError(result) else {
         Issue.record("expected timedOut, got \(result)")
         return
       }
-      #expect(deadline == .milliseconds(200))
+      #expect(deadline == .seconds(5))
       #expect(url?.path == "/never")
       held.cancel()
       _ = try await client.get("after").value
       #expect(server.requests.map(\.path) == ["/hold", "/after"])
+    }
+  }
+
+  @Test func theQueueWaitLimitRunsOnTheClientsScheduler() async throws {
+    try await withServer(Self.routes(["/never"])) { server in
+      let clock = VirtualTimeScheduler()
+      let client = HTTPClient(
+        baseURL: server.baseURL,
+        configuration: .init(
+          retryPolicy: .none, timeout: .seconds(120), maximumConcurrentRequestsPerHost: 1, scheduler: clock))
+      // The held request's deadline (120 s) is after the queue wait's end (60 s).
+      let held = client.get("hold")
+      let never = client.get("never")
+      clock.advance(by: HTTPClient.defaultMaximumQueueWait - .milliseconds(1))
+      #expect(never.isPending)
+      clock.advance(by: .milliseconds(1))
+      let (result, _) = await outcome(of: never)
+      guard case .queueWaitExceeded(let limit, _)? = httpError(result) else {
+        Issue.record("expected queueWaitExceeded, got \(result)")
+        return
+      }
+      #expect(limit == HTTPClient.defaultMaximumQueueWait)
+      held.cancel()
+      #expect(!server.requests.map(\.path).contains("/never"))
     }
   }
 

@@ -136,13 +136,82 @@ struct RetryPolicyTests {
       router.on("GET", "/busy") { _ in .respond(ServerResponse(status: 503, headers: [("Retry-After", "30")]))
       }
     }) { server in
-      let client = server.client(retryPolicy: .default, timeout: .seconds(10))
+      // On a clock that never moves: the status can only arrive if no wait was started.
+      let clock = VirtualTimeScheduler()
+      let client = server.client(retryPolicy: .default, timeout: .seconds(10), scheduler: clock)
       let (result, elapsed) = await outcome(of: client.get("busy"))
       report("503 Retry-After: 30 with a 10 s deadline", result, elapsed)
       #expect(httpError(result)?.statusCode == 503)
-      // Reported at once, not when the deadline passes.
-      #expect(elapsed < .seconds(10))
+      #expect(clock.now == .zero)
+      #expect(clock.pendingCount == 0)
       #expect(server.requests.count == 1)
+    }
+  }
+
+  @Test func aRetryAfterIsWaitedOnTheClientsScheduler() async throws {
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("GET", "/limited") { _ in
+        calls.next() == 1
+          ? .respond(ServerResponse(status: 429, headers: [("Retry-After", "5")])) : .respond(.text("ok"))
+      }
+    }) { server in
+      let clock = VirtualTimeScheduler()
+      let client = server.client(retryPolicy: .default, timeout: .seconds(60), scheduler: clock)
+      let request = client.get("limited").text()
+      // The deadline's timer and the backoff's.
+      try await clock.waitForPendingWork(count: 2)
+      #expect(clock.nextDeadline == .seconds(5))
+      clock.advance(by: .milliseconds(4999))
+      #expect(server.requests.count == 1)
+      clock.advance(by: .milliseconds(1))
+      let text = try await request.value
+      #expect(text == "ok")
+      #expect(server.requests.count == 2)
+    }
+  }
+
+  @Test func theBackoffIsWaitedOnTheClientsScheduler() async throws {
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("GET", "/flaky") { _ in
+        calls.next() < 3 ? .respond(.text("oops", status: 502)) : .respond(.text("ok"))
+      }
+    }) { server in
+      let clock = VirtualTimeScheduler()
+      let policy = RetryPolicy(backoff: .exponential(initial: .seconds(20), maximum: .seconds(40)))
+      let client = server.client(retryPolicy: policy, timeout: .seconds(120), scheduler: clock)
+      let request = client.get("flaky").text()
+      // 20 s, then 40 s of backoff, in no time: each advance ends one wait.
+      for (arrivals, wakeUp) in [(1, Duration.seconds(20)), (2, .seconds(60))] {
+        #expect(await server.arrived(arrivals))
+        try await clock.waitForPendingWork(count: 2)  // the deadline and the backoff
+        #expect(clock.nextDeadline == wakeUp)
+        clock.advance(to: wakeUp)
+      }
+      let text = try await request.value
+      #expect(text == "ok")
+      #expect(server.requests.count == 3)
+    }
+  }
+
+  @Test func noRetryStartsThatWouldEndPastTheDeadline() async throws {
+    try await withServer({ router in
+      router.on("GET", "/down") { _ in .respond(.text("down", status: 500)) }
+    }) { server in
+      // The first wait fits (10 s of 15), the second (20 s) would not: 2 attempts, then the status.
+      let clock = VirtualTimeScheduler()
+      let policy = RetryPolicy(maximumAttempts: 5, backoff: .exponential(initial: .seconds(10)))
+      let client = server.client(retryPolicy: policy, timeout: .seconds(15), scheduler: clock)
+      let request = client.get("down")
+      #expect(await server.arrived(1))
+      try await clock.waitForPendingWork(count: 2)  // the deadline and the backoff
+      #expect(clock.nextDeadline == .seconds(10))
+      clock.advance(to: .seconds(10))
+      let (result, _) = await outcome(of: request)
+      #expect(httpError(result)?.statusCode == 500)
+      #expect(server.requests.count == 2)
+      #expect(clock.now == .seconds(10))
     }
   }
 

@@ -29,13 +29,15 @@ struct TestServer {
   ///
   /// The 30 s timeout is a backstop, not a bound a test waits for: under ThreadSanitizer, with
   /// the suites running in parallel on two cores, the whole process was seen to stall for about
-  /// 20 s, and a 10 s timeout then ended requests that a test meant to cancel or hold.
+  /// 20 s, and a 10 s timeout then ended requests that a test meant to cancel or hold. Tests of
+  /// deadlines pass a `VirtualTimeScheduler` and move its clock instead of waiting.
   func client(
     retryPolicy: RetryPolicy = .none, timeout: Duration = .seconds(30), maximumResponseSize: Int = 1 << 20,
     redirectPolicy: RedirectPolicy = .default,
     sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
     acceptableStatusCodes: Range<Int> = 200..<300, defaultHeaders: HTTPHeaders = [:],
-    authenticator: TokenAuthenticator? = nil
+    authenticator: TokenAuthenticator? = nil, interceptors: [any HTTPInterceptor] = [],
+    scheduler: any PromiseScheduler = PromiseSchedulers.default
   ) -> HTTPClient {
     HTTPClient(
       baseURL: baseURL,
@@ -43,7 +45,7 @@ struct TestServer {
         defaultHeaders: defaultHeaders, retryPolicy: retryPolicy, timeout: timeout,
         maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
         sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
-        authenticator: authenticator))
+        authenticator: authenticator, interceptors: interceptors, scheduler: scheduler))
   }
 }
 
