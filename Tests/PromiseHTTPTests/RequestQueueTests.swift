@@ -26,13 +26,14 @@ struct RequestQueueTests {
   /// Returns a client of `server` without retries, with the queue settings given.
   static func client(
     _ server: TestServer, timeout: Duration = .seconds(30), limit: Int? = nil,
-    maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait
+    maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
+    scheduler: any PromiseScheduler = PromiseSchedulers.default
   ) -> HTTPClient {
     HTTPClient(
       baseURL: server.baseURL,
       configuration: .init(
         retryPolicy: .none, timeout: timeout, maximumConcurrentRequestsPerHost: limit,
-        maximumQueueWait: maximumQueueWait))
+        maximumQueueWait: maximumQueueWait, scheduler: scheduler))
   }
 
   /// Awaits every promise and returns the descriptions of the failures.
@@ -52,10 +53,7 @@ struct RequestQueueTests {
       // One place, a 2 s timeout, on a clock the test moves: the waiting request's deadline
       // starts when it leaves the queue (at 1.9 s), so it passes at 3.9 s, not at 2 s.
       let clock = VirtualTimeScheduler()
-      let client = HTTPClient(
-        baseURL: server.baseURL,
-        configuration: .init(
-          retryPolicy: .none, timeout: .seconds(2), maximumConcurrentRequestsPerHost: 1, scheduler: clock))
+      let client = Self.client(server, timeout: .seconds(2), limit: 1, scheduler: clock)
       let first = client.get("hold")
       let waiting = client.get("hold")
       #expect(await server.arrived(1))
@@ -166,9 +164,7 @@ struct RequestQueueTests {
   @Test func aChainDeadlinePassingInTheQueueTimesOutUnsent() async throws {
     try await withServer(Self.routes(["/never", "/after"])) { server in
       let clock = VirtualTimeScheduler()
-      let client = HTTPClient(
-        baseURL: server.baseURL,
-        configuration: .init(retryPolicy: .none, maximumConcurrentRequestsPerHost: 1, scheduler: clock))
+      let client = Self.client(server, limit: 1, scheduler: clock)
       let held = client.get("hold")
       let never = client.get("never", deadline: .after(.seconds(5)))
       // What the deadline had left when the request was queued (just under 5 s), on the clock.
@@ -189,10 +185,7 @@ struct RequestQueueTests {
   @Test func theQueueWaitLimitRunsOnTheClientsScheduler() async throws {
     try await withServer(Self.routes(["/never"])) { server in
       let clock = VirtualTimeScheduler()
-      let client = HTTPClient(
-        baseURL: server.baseURL,
-        configuration: .init(
-          retryPolicy: .none, timeout: .seconds(120), maximumConcurrentRequestsPerHost: 1, scheduler: clock))
+      let client = Self.client(server, timeout: .seconds(120), limit: 1, scheduler: clock)
       // The held request's deadline (120 s) is after the queue wait's end (60 s).
       let held = client.get("hold")
       let never = client.get("never")

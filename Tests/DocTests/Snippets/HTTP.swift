@@ -4,6 +4,10 @@ import PromiseHTTP
 import Promises
 import Testing
 
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
 // snippet.http-types
 struct Registration: Encodable {
   let deviceID: String
@@ -184,6 +188,44 @@ struct HTTPExamples {
     let config = try await api.get("stream/config").decode(StreamConfig.self).value
     // snippet.hide
     #expect(config.ingestURL == "rtmp://media.example.com/live/A1B2")
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func steps() async throws {
+    // snippet.http-steps
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    // snippet.show
+    /// Sends the device's ID with every attempt: a step that only adapts the request.
+    struct DeviceID: HTTPInterceptor {
+      let id: String
+
+      func adapt(_ request: URLRequest, for attempt: HTTPAttempt) -> Promise<URLRequest> {
+        var request = request
+        request.setValue(id, forHTTPHeaderField: "X-Device-ID")
+        return Promise(request)
+      }
+    }
+
+    let client = HTTPClient(
+      baseURL: configServer,
+      configuration: .init(
+        interceptors: [
+          DeviceID(id: "A1B2"),
+          HTTPLogger { line in if line.hasPrefix("↻") { print(line) } },
+        ]))
+
+    let config = try await client.get("busy/config").decode(StreamConfig.self).value
+    // prints "↻ attempt 2 in 0.0 seconds": the retry policy honoured the 503's Retry-After
+    // snippet.hide
+    #expect(config.bitrateKbps == 2_500)
+    #expect(await output.lines(count: 1) == ["↻ attempt 2 in 0.0 seconds"])
+    let busy = server.requests.filter { $0.pathWithoutQuery == "/busy/config" }
+    #expect(busy.count == 2 && busy.allSatisfy { $0.header("X-Device-ID") == "A1B2" })
     await server.stop()
     // snippet.end
   }
