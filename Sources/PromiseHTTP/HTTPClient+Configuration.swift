@@ -19,16 +19,11 @@ extension HTTPClient {
     /// The configuration of the client's `URLSession`; `HTTPClient.makeDefaultConfiguration()`
     /// (ephemeral, nothing shared) by default.
     ///
-    /// Reading and setting it copies, so the value keeps value semantics although
-    /// `URLSessionConfiguration` is a class: a change to an object you set does not reach a
-    /// configuration already holding it. The client adjusts its own copy (see
-    /// `HTTPClient.init(baseURL:configuration:)`).
-    public var sessionConfiguration: URLSessionConfiguration {
-      get { Self.copy(storedSessionConfiguration) }
-      set { storedSessionConfiguration = Self.copy(newValue) }
-    }
-    /// Never mutated and never handed out: `sessionConfiguration` copies on the way in and out.
-    private var storedSessionConfiguration: URLSessionConfiguration
+    /// A reference, as `URLSessionConfiguration` is a class: change it in place
+    /// (`configuration.sessionConfiguration.timeoutIntervalForResource = 60`) before making the
+    /// client. The client copies it when it is made, so later changes reach no client made
+    /// already; it adjusts its copy (see `HTTPClient.init(baseURL:configuration:)`).
+    public var sessionConfiguration: URLSessionConfiguration
     /// Headers sent with every request; a request's own headers override them.
     public var defaultHeaders: HTTPHeaders
     /// Where the client settles promises and runs its timers and session delegate; a private
@@ -78,7 +73,7 @@ extension HTTPClient {
     /// Creates a configuration; every parameter defaults to the documented default.
     ///
     /// - Parameters:
-    ///   - sessionConfiguration: The session's configuration (copied); ephemeral by default.
+    ///   - sessionConfiguration: The session's configuration, copied by the client; ephemeral by default.
     ///   - defaultHeaders: Sent with every request.
     ///   - callbackQueue: Where the client settles promises; a private serial queue by default.
     ///   - retryPolicy: `RetryPolicy.default`: idempotent methods, 3 attempts.
@@ -105,7 +100,7 @@ extension HTTPClient {
       acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil,
       interceptors: [any HTTPInterceptor] = [], scheduler: any PromiseScheduler = PromiseSchedulers.default
     ) {
-      self.storedSessionConfiguration = Self.copy(sessionConfiguration)
+      self.sessionConfiguration = sessionConfiguration
       self.defaultHeaders = defaultHeaders
       self.callbackQueue = callbackQueue
       self.retryPolicy = retryPolicy
@@ -121,8 +116,5 @@ extension HTTPClient {
       self.scheduler = scheduler
     }
 
-    private static func copy(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
-      (configuration.copy() as? URLSessionConfiguration) ?? configuration
-    }
   }
 }

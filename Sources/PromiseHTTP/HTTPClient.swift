@@ -39,8 +39,8 @@ import Promises
 public final class HTTPClient: Sendable {
   /// The configuration the client was made with.
   ///
-  /// Its `sessionConfiguration` is the one given, before the client's adjustments (see
-  /// `init(baseURL:configuration:)`).
+  /// Its `sessionConfiguration` is the one given; the client's session runs on an adjusted
+  /// copy (see `init(baseURL:configuration:)`).
   public let configuration: Configuration
   /// The URL that request paths are relative to.
   public let baseURL: URL
@@ -144,7 +144,7 @@ public final class HTTPClient: Sendable {
     self.sensitiveHeaders = HeaderNameSet.withAlwaysSensitive(configuration.sensitiveHeaders)
     let sensitiveNames = HeaderNameSet(sensitive: configuration.sensitiveHeaders)
     self.sensitiveNames = sensitiveNames
-    let session = configuration.sessionConfiguration
+    let session = configuration.sessionConfiguration.copy() as? URLSessionConfiguration ?? .ephemeral
     let limit = max(
       1, configuration.maximumConcurrentRequestsPerHost ?? session.httpMaximumConnectionsPerHost)
     // A request the queue lets through must get a connection at once, or its deadline would

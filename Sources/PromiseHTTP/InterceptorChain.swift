@@ -12,6 +12,8 @@ import Promises
 /// followed at once; one that is still pending is followed on `queue` when it settles.
 struct InterceptorChain: Sendable {
   let steps: [any HTTPInterceptor]
+  /// The steps that adapt: all but `RetryPolicy`, whose `adapt` is the default.
+  let adapters: [any HTTPInterceptor]
   /// The steps that observe: the built-in ones (`TokenAuthenticator`, `RetryPolicy`) do not,
   /// and a client without other steps dispatches nothing for observation.
   let observers: [any HTTPInterceptor]
@@ -19,6 +21,7 @@ struct InterceptorChain: Sendable {
 
   init(_ steps: [any HTTPInterceptor], queue: DispatchQueue) {
     self.steps = steps
+    self.adapters = steps.filter { !($0 is RetryPolicy) }
     self.observers = steps.filter { !($0 is TokenAuthenticator) && !($0 is RetryPolicy) }
     self.queue = queue
   }
@@ -29,8 +32,8 @@ struct InterceptorChain: Sendable {
     completion: @escaping @Sendable (Result<URLRequest, any Error>) -> Void
   ) {
     var request = request
-    for position in index..<steps.count {
-      let adapted = steps[position].adapt(request, for: attempt)
+    for position in index..<adapters.count {
+      let adapted = adapters[position].adapt(request, for: attempt)
       switch adapted.result {
       case .success(let next)?:
         request = next

@@ -135,9 +135,10 @@ final class RequestOperation: @unchecked Sendable {
     }
   }
 
-  /// Runs the steps' `adapt` on the client's queue (never on the caller's thread).
+  /// Runs the steps' `adapt` on the client's queue (never on the caller's thread); at once
+  /// when no step adapts.
   private func adapt(_ request: URLRequest, _ attempt: HTTPAttempt) {
-    callbackQueue.async { [self] in
+    let adapt: @Sendable () -> Void = { [self] in
       chain.adapt(request, for: attempt) { [self] result in
         let now = scheduler.now
         switch result {
@@ -146,6 +147,7 @@ final class RequestOperation: @unchecked Sendable {
         }
       }
     }
+    if chain.adapters.isEmpty { adapt() } else { callbackQueue.async(execute: adapt) }
   }
 
   /// Arms `timer` on the scheduler and hands its handle to the machine.

@@ -152,9 +152,9 @@ struct RequestStateMachine {
     switch state {
     case .idle:
       let wait = settings.maximumQueueWait
-      let deadlineFirst = deadlineRemaining.map { $0 < wait } ?? false
-      state = .queued(Queued(ticket: ticket, timer: nil, deadlineFirst: deadlineFirst))
-      return .arm(.queueWait, after: deadlineFirst ? deadlineRemaining! : wait)
+      let end = min(deadlineRemaining ?? wait, wait)
+      state = .queued(Queued(ticket: ticket, timer: nil, deadlineFirst: end < wait))
+      return .arm(.queueWait, after: end)
     case .finished:
       // Cancelled before the ticket was known.
       return .leaveQueue(ticket, expired: false)
@@ -190,8 +190,9 @@ struct RequestStateMachine {
     case .finished: return .releaseSlot
     case .running: return .none
     }
+    let length = min(deadlineRemaining ?? settings.timeout, settings.timeout)
+    // The request's own deadline, when it is what ends the request, reports its own allowance.
     let ownFirst = deadlineRemaining.map { $0 <= settings.timeout } ?? false
-    let length = ownFirst ? deadlineRemaining! : settings.timeout
     let running = Running(
       deadline: now + length, allowed: ownFirst ? settings.deadlineAllowed ?? length : length)
     state = .running(running, .authorizing)

@@ -24,17 +24,20 @@ struct HTTPClientConfigurationTests {
     #expect(configuration.sessionConfiguration.urlCache == nil)
   }
 
-  @Test func theSessionConfigurationIsCopiedInAndOut() {
-    let session = URLSessionConfiguration.ephemeral
-    session.httpMaximumConnectionsPerHost = 3
-    var configuration = HTTPClient.Configuration(sessionConfiguration: session)
-    session.httpMaximumConnectionsPerHost = 9
+  @Test func theSessionConfigurationChangesInPlaceAndTheClientCopiesIt() throws {
+    let configuration = HTTPClient.Configuration()
+    configuration.sessionConfiguration.httpMaximumConnectionsPerHost = 3
     #expect(configuration.sessionConfiguration.httpMaximumConnectionsPerHost == 3)
-    configuration.sessionConfiguration.httpMaximumConnectionsPerHost = 7
-    #expect(configuration.sessionConfiguration.httpMaximumConnectionsPerHost == 3)
-    let copy = configuration
-    configuration.sessionConfiguration = session
-    #expect(copy.sessionConfiguration.httpMaximumConnectionsPerHost == 3)
+    let base = try #require(URL(string: "http://127.0.0.1:9/"))
+    let client = HTTPClient(baseURL: base, configuration: configuration)
+    configuration.sessionConfiguration.httpMaximumConnectionsPerHost = 9
+    #expect(client.maximumConcurrentRequestsPerHost == 3)
+    // The limit raised the client's copy, not the configuration it was given.
+    let raised = HTTPClient(
+      baseURL: base,
+      configuration: .init(
+        sessionConfiguration: configuration.sessionConfiguration, maximumConcurrentRequestsPerHost: 12))
+    #expect(raised.maximumConcurrentRequestsPerHost == 12)
     #expect(configuration.sessionConfiguration.httpMaximumConnectionsPerHost == 9)
   }
 

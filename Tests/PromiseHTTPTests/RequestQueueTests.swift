@@ -50,25 +50,25 @@ struct RequestQueueTests {
 
   @Test func requestsWaitingForAConnectionDoNotUseUpTheirTimeout() async throws {
     try await withServer(Self.routes()) { server in
-      // One place, a 2 s timeout, on a clock the test moves: the waiting request's deadline
-      // starts when it leaves the queue (at 1.9 s), so it passes at 3.9 s, not at 2 s.
+      // One place, a 20 s timeout, on a clock the test moves: the waiting request's deadline
+      // starts when it leaves the queue (at 19 s), so it passes at 39 s, not at 20 s.
       let clock = VirtualTimeScheduler()
-      let client = Self.client(server, timeout: .seconds(2), limit: 1, scheduler: clock)
+      let client = Self.client(server, timeout: .seconds(20), limit: 1, scheduler: clock)
       let first = client.get("hold")
       let waiting = client.get("hold")
       #expect(await server.arrived(1))
-      clock.advance(by: .milliseconds(1900))
+      clock.advance(by: .seconds(19))
       first.cancel()
       #expect(await server.arrived(2))
-      clock.advance(to: .milliseconds(3899))
+      clock.advance(to: .milliseconds(38_999))
       #expect(waiting.isPending)
-      clock.advance(to: .milliseconds(3900))
+      clock.advance(to: .seconds(39))
       let (result, _) = await outcome(of: waiting)
       guard case .timedOut(_, let allowed)? = httpError(result) else {
         Issue.record("expected a timeout, got \(result)")
         return
       }
-      #expect(allowed == .seconds(2))
+      #expect(allowed == .seconds(20))
     }
   }
 
@@ -82,7 +82,7 @@ struct RequestQueueTests {
       let client = HTTPClient(
         baseURL: server.baseURL,
         configuration: .init(
-          sessionConfiguration: configuration, retryPolicy: .none, timeout: .seconds(2), scheduler: clock))
+          sessionConfiguration: configuration, retryPolicy: .none, timeout: .seconds(30), scheduler: clock))
       #expect(client.maximumConcurrentRequestsPerHost == 2)
       let requests = (0..<8).map { _ in client.get("slow") }
       // 2 deadline timers for the 2 requests sent, 6 queue-wait timers: no deadline runs in the queue.
