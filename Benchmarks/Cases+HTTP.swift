@@ -63,7 +63,7 @@ extension Plan {
       },
       BenchCase(workload: workload, variant: "promise", expected: expected) {
         guard let server = storyServer else { throw BenchmarkFailure("the loopback server did not start") }
-        let client = HTTPClient(baseURL: server.baseURL, callbackQueue: callbackQueue)
+        let client = HTTPClient(baseURL: server.baseURL, configuration: .init(callbackQueue: callbackQueue))
         return {
           var sum = 0
           for _ in 0..<chains {

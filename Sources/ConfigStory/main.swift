@@ -76,7 +76,7 @@ if let flag = arguments.firstIndex(of: "--server") {
   baseURL = server!.baseURL
 }
 
-let client = HTTPClient(baseURL: baseURL, timeout: .seconds(10))
+let client = HTTPClient(baseURL: baseURL, configuration: .init(timeout: .seconds(10)))
 let recorder = Recorder()
 print("0. config server: \(baseURL.absoluteString)")
 print("1. registering the device")

@@ -1,9 +1,13 @@
 import Foundation
 import Promises
 
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
 /// Obtains a token through a promise, attaches it to requests, and refreshes it once on a 401.
 ///
-/// Give it to `HTTPClient(baseURL:authenticator:)`. Before each request the client asks for
+/// Give it to a client as `HTTPClient.Configuration.authenticator`. Before each request the client asks for
 /// the current token (fetching one the first time) and sends `Authorization: <scheme> <token>`
 /// unless the request sets `Authorization` itself. When the server answers 401, the client asks
 /// for a fresh token and replays the request once; a second 401 is reported as
@@ -98,6 +102,33 @@ public final class TokenAuthenticator: @unchecked Sendable {
       resolver.resolve(result)
     }
     return shared
+  }
+}
+
+extension TokenAuthenticator: HTTPInterceptor {
+  /// Returns `request` with `Authorization: <scheme> <token>`, fetching the token if none is held.
+  ///
+  /// A request that already has an `Authorization` field is passed on unchanged.
+  public func adapt(_ request: URLRequest, for attempt: HTTPAttempt) -> Promise<URLRequest> {
+    guard request.value(forHTTPHeaderField: "Authorization") == nil else { return Promise(request) }
+    return token().then { [self] token in
+      var request = request
+      request.setValue(headerValue(for: token), forHTTPHeaderField: "Authorization")
+      return request
+    }
+  }
+
+  /// Returns `.replay` after refreshing the token, for the first 401 of a request that carried
+  /// one; `.proceed` otherwise (a second 401 is delivered as `HTTPError.unacceptableStatus`).
+  public func decide(
+    _ outcome: Result<HTTPResponse, HTTPError>, for request: URLRequest, attempt: HTTPAttempt
+  ) -> Promise<HTTPDecision> {
+    guard case .success(let response) = outcome, response.statusCode == 401, attempt.replays == 0,
+      let sent = request.value(forHTTPHeaderField: "Authorization")
+    else { return Promise(.proceed) }
+    let prefix = scheme.isEmpty ? "" : "\(scheme) "
+    guard sent.hasPrefix(prefix) else { return Promise(.proceed) }
+    return token(replacing: String(sent.dropFirst(prefix.count))).then { _ in HTTPDecision.replay }
   }
 }
 

@@ -37,17 +37,25 @@ import Promises
 /// `no_proxy` from the environment of the process. To bypass a proxy for some hosts, set
 /// `no_proxy` before the first request.
 public final class HTTPClient: Sendable {
+  /// The configuration the client was made with.
+  ///
+  /// Its `sessionConfiguration` is the one given; the client's session runs on an adjusted
+  /// copy (see `init(baseURL:configuration:)`).
+  public let configuration: Configuration
   /// The URL that request paths are relative to.
   public let baseURL: URL
   /// Headers sent with every request; a request's own headers override them.
+  ///
+  /// The configuration's `defaultHeaders`, under the sensitive `httpAdditionalHeaders` of its
+  /// session configuration.
   public let defaultHeaders: HTTPHeaders
   /// The queue the client settles its promises and runs its timers and session delegate on.
   public let callbackQueue: DispatchQueue
   /// The retry policy of every request that does not give its own.
-  public let retryPolicy: RetryPolicy
+  public var retryPolicy: RetryPolicy { configuration.retryPolicy }
   /// The longest a request may take, retries and backoff included, counted from when it is sent
   /// (when it leaves the queue of `maximumConcurrentRequestsPerHost`).
-  public let timeout: Duration
+  public var timeout: Duration { configuration.timeout }
   /// The most requests in flight at once to one origin (scheme, host and port); later requests
   /// wait in a first-in, first-out queue until one finishes.
   ///
@@ -57,11 +65,11 @@ public final class HTTPClient: Sendable {
   /// The longest a request waits in the queue for a free place among
   /// `maximumConcurrentRequestsPerHost`; past it the request is rejected with
   /// `HTTPError.queueWaitExceeded` without having been sent.
-  public let maximumQueueWait: Duration
+  public var maximumQueueWait: Duration { configuration.maximumQueueWait }
   /// The largest body accepted, in bytes, counted after decompression.
-  public let maximumResponseSize: Int
+  public var maximumResponseSize: Int { configuration.maximumResponseSize }
   /// Whether redirects are followed, and how many for one request; see `RedirectPolicy`.
-  public let redirectPolicy: RedirectPolicy
+  public var redirectPolicy: RedirectPolicy { configuration.redirectPolicy }
   /// The most redirects followed for one request: the maximum of `redirectPolicy`.
   public var maximumRedirects: Int { redirectPolicy.maximumRedirects }
   /// The headers whose values are credentials: redacted wherever the client shows them, removed
@@ -73,9 +81,10 @@ public final class HTTPClient: Sendable {
   public let sensitiveHeaders: Set<String>
   private let sensitiveNames: HeaderNameSet
   /// The statuses that fulfil a request's promise; others reject with `unacceptableStatus`.
-  public let acceptableStatusCodes: Range<Int>
+  public var acceptableStatusCodes: Range<Int> { configuration.acceptableStatusCodes }
   /// Attaches and refreshes tokens, if set.
-  public let authenticator: TokenAuthenticator?
+  public var authenticator: TokenAuthenticator? { configuration.authenticator }
+  private let builder: RequestBuilder
   private let transport: Transport
   private let requestQueue: RequestQueue
 
@@ -115,113 +124,59 @@ public final class HTTPClient: Sendable {
     return configuration
   }
 
-  /// Creates a client with its own ephemeral session (see `makeDefaultConfiguration()`).
+  /// Creates a client for `baseURL` made as `configuration` says; every default by default.
+  ///
+  /// The client runs its own `URLSession` on a copy of `configuration.sessionConfiguration`,
+  /// adjusted in two ways: its `httpAdditionalHeaders` that are among `sensitiveHeaders` become
+  /// default headers of the client (under `defaultHeaders`), so they stay with the base URL's
+  /// origin (FoundationNetworking would add them to every request and every redirect hop); and
+  /// its `httpMaximumConnectionsPerHost`, the default of `maximumConcurrentRequestsPerHost`, is
+  /// raised to that limit when lower, so that a request the client sends gets a connection.
   ///
   /// - Parameters:
   ///   - baseURL: The URL that paths are relative to, for example `https://api.example.com/v1/`.
-  ///   - defaultHeaders: Sent with every request.
-  ///   - callbackQueue: Where the client settles promises; a private serial queue by default.
-  ///   - retryPolicy: `RetryPolicy.default`: idempotent methods, 3 attempts.
-  ///   - timeout: The deadline of each request, retries included, from when it is sent; 30 s.
-  ///   - maximumConcurrentRequestsPerHost: The most requests in flight at once per origin; `nil`
-  ///     (the default) takes the configuration's `httpMaximumConnectionsPerHost` (6 on Linux).
-  ///   - maximumQueueWait: The longest a request waits for its turn before it is rejected with
-  ///     `HTTPError.queueWaitExceeded`, unsent; 60 s.
-  ///   - maximumResponseSize: The body size limit after decompression; 4 MiB.
-  ///   - redirectPolicy: Follow at most 10 redirects (`RedirectPolicy.default`), or none.
-  ///   - sensitiveHeaders: The headers redacted and kept from other origins;
-  ///     `defaultSensitiveHeaders`.
-  ///   - acceptableStatusCodes: The statuses that fulfil; 200–299.
-  ///   - authenticator: Attaches a token to each request and refreshes it on a 401.
-  public convenience init(
-    baseURL: URL, defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
-    retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
-    maximumConcurrentRequestsPerHost: Int? = nil,
-    maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
-    maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
-    redirectPolicy: RedirectPolicy = .default,
-    sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
-    acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
-  ) {
-    self.init(
-      baseURL: baseURL, configuration: Self.makeDefaultConfiguration(), defaultHeaders: defaultHeaders,
-      callbackQueue: callbackQueue, retryPolicy: retryPolicy, timeout: timeout,
-      maximumConcurrentRequestsPerHost: maximumConcurrentRequestsPerHost, maximumQueueWait: maximumQueueWait,
-      maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
-      sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
-      authenticator: authenticator)
-  }
-
-  /// Creates a client whose session uses `configuration` (copied; later changes do not apply).
-  ///
-  /// The `httpAdditionalHeaders` of `configuration` that are among `sensitiveHeaders` become
-  /// default headers of the client (under `defaultHeaders`), so they stay with the base URL's
-  /// origin: FoundationNetworking would add them to every request and every redirect hop.
-  /// Its `httpMaximumConnectionsPerHost` is the default of `maximumConcurrentRequestsPerHost`,
-  /// and is raised to it when lower, so that a request the client sends gets a connection.
-  ///
-  /// The other parameters are those of `init(baseURL:)`.
-  public init(
-    baseURL: URL, configuration: URLSessionConfiguration, defaultHeaders: HTTPHeaders = [:],
-    callbackQueue: DispatchQueue? = nil, retryPolicy: RetryPolicy = .default,
-    timeout: Duration = HTTPClient.defaultTimeout, maximumConcurrentRequestsPerHost: Int? = nil,
-    maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
-    maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
-    redirectPolicy: RedirectPolicy = .default,
-    sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
-    acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
-  ) {
-    let queue = callbackQueue ?? DispatchQueue(label: "PromiseHTTP.HTTPClient")
+  ///   - configuration: The settings; `Configuration()` (every documented default) by default.
+  public init(baseURL: URL, configuration: Configuration = Configuration()) {
+    let queue = configuration.callbackQueue ?? DispatchQueue(label: "PromiseHTTP.HTTPClient")
+    self.configuration = configuration
     self.baseURL = baseURL
     self.callbackQueue = queue
-    self.retryPolicy = retryPolicy
-    self.timeout = timeout
-    self.maximumQueueWait = maximumQueueWait
-    self.maximumResponseSize = maximumResponseSize
-    self.redirectPolicy = redirectPolicy
-    self.sensitiveHeaders = HeaderNameSet.withAlwaysSensitive(sensitiveHeaders)
-    self.sensitiveNames = HeaderNameSet(sensitive: sensitiveHeaders)
-    self.acceptableStatusCodes = acceptableStatusCodes
-    self.authenticator = authenticator
-    let copy = (configuration.copy() as? URLSessionConfiguration) ?? configuration
-    let limit = max(1, maximumConcurrentRequestsPerHost ?? copy.httpMaximumConnectionsPerHost)
+    self.sensitiveHeaders = HeaderNameSet.withAlwaysSensitive(configuration.sensitiveHeaders)
+    let sensitiveNames = HeaderNameSet(sensitive: configuration.sensitiveHeaders)
+    self.sensitiveNames = sensitiveNames
+    let session = configuration.sessionConfiguration.copy() as? URLSessionConfiguration ?? .ephemeral
+    let limit = max(
+      1, configuration.maximumConcurrentRequestsPerHost ?? session.httpMaximumConnectionsPerHost)
     // A request the queue lets through must get a connection at once, or its deadline would
     // run while it waits inside libcurl: the very wait the queue exists to keep out of it.
-    copy.httpMaximumConnectionsPerHost = max(copy.httpMaximumConnectionsPerHost, limit)
+    session.httpMaximumConnectionsPerHost = max(session.httpMaximumConnectionsPerHost, limit)
     self.maximumConcurrentRequestsPerHost = limit
     self.requestQueue = RequestQueue(limit: limit)
-    self.defaultHeaders = Redirects.takeSensitiveHeaders(
-      from: copy, sensitive: sensitiveNames, under: defaultHeaders)
-    self.transport = Transport(configuration: copy, callbackQueue: queue)
+    let defaultHeaders = Redirects.takeSensitiveHeaders(
+      from: session, sensitive: sensitiveNames, under: configuration.defaultHeaders)
+    self.defaultHeaders = defaultHeaders
+    self.builder = RequestBuilder(
+      baseURL: baseURL, defaultHeaders: defaultHeaders, sensitiveHeaders: sensitiveNames)
+    self.transport = Transport(configuration: session, callbackQueue: queue)
   }
 
   /// Creates a client that uses the configuration of `session`: its cookie storage, cache,
   /// credential storage, additional headers (the sensitive ones sent to the base URL's origin
-  /// only) and timeouts.
+  /// only) and timeouts, in place of `configuration.sessionConfiguration`.
   ///
   /// The client still runs its requests on a session of its own, made from that
   /// configuration: it needs its own session delegate (to stream, limit and redirect), and
   /// FoundationNetworking honours neither a second delegate nor per-task delegates. `session`
   /// itself and its delegate are not used.
   ///
-  /// The other parameters are those of `init(baseURL:)`.
-  public convenience init(
-    baseURL: URL, session: URLSession, defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
-    retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
-    maximumConcurrentRequestsPerHost: Int? = nil,
-    maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
-    maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
-    redirectPolicy: RedirectPolicy = .default,
-    sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
-    acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil
-  ) {
-    self.init(
-      baseURL: baseURL, configuration: session.configuration, defaultHeaders: defaultHeaders,
-      callbackQueue: callbackQueue, retryPolicy: retryPolicy, timeout: timeout,
-      maximumConcurrentRequestsPerHost: maximumConcurrentRequestsPerHost, maximumQueueWait: maximumQueueWait,
-      maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
-      sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
-      authenticator: authenticator)
+  /// - Parameters:
+  ///   - baseURL: The URL that paths are relative to.
+  ///   - session: The session whose configuration the client copies.
+  ///   - configuration: The other settings; every documented default by default.
+  public convenience init(baseURL: URL, session: URLSession, configuration: Configuration = Configuration()) {
+    var configuration = configuration
+    configuration.sessionConfiguration = session.configuration
+    self.init(baseURL: baseURL, configuration: configuration)
   }
 
   // MARK: Sending
@@ -253,15 +208,24 @@ public final class HTTPClient: Sendable {
     case .failure(let error): return Promise(error: error, file: file, line: line)
     }
     let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
+    let acceptable = request.acceptableStatusCodes ?? acceptableStatusCodes
+    var steps: [any HTTPInterceptor] = []
+    // The token goes to the base URL's origin only, and not over an `Authorization` of its own.
+    if let authenticator, urlRequest.url.map({ Redirects.isSameOrigin($0, baseURL) }) == true,
+      urlRequest.value(forHTTPHeaderField: "Authorization") == nil
+    {
+      steps.append(authenticator)
+    }
+    steps += configuration.interceptors
+    steps.append(request.retryPolicy ?? retryPolicy)
     let operation = RequestOperation(
-      transport: transport, request: urlRequest, method: request.method,
-      policy: request.retryPolicy ?? retryPolicy,
-      acceptable: request.acceptableStatusCodes ?? acceptableStatusCodes, timeout: timeout,
-      deadline: request.deadline, queue: requestQueue, maximumQueueWait: maximumQueueWait,
-      authenticator: urlRequest.url.map { Redirects.isSameOrigin($0, baseURL) } == true ? authenticator : nil,
-      maximumBodySize: maximumResponseSize, redirectPolicy: request.redirectPolicy ?? redirectPolicy,
-      sensitiveHeaders: sensitiveNames,
-      timerQueue: callbackQueue, resolver: resolver)
+      settings: RequestStateMachine.Settings(
+        request: urlRequest, method: request.method, acceptable: acceptable, timeout: timeout,
+        maximumQueueWait: maximumQueueWait, deadlineAllowed: request.deadline?.allowed),
+      deadline: request.deadline, transport: transport, chain: InterceptorChain(steps, queue: callbackQueue),
+      queue: requestQueue, maximumBodySize: maximumResponseSize,
+      redirectPolicy: request.redirectPolicy ?? redirectPolicy, sensitiveHeaders: sensitiveNames,
+      scheduler: configuration.scheduler, callbackQueue: callbackQueue, resolver: resolver)
     resolver.onCancel { operation.cancel() }
     operation.enqueue()
     return promise
@@ -396,74 +360,9 @@ public final class HTTPClient: Sendable {
 
   // MARK: Preparing
 
-  /// Builds the `URLRequest`, or the reason it must not be sent.
+  /// Builds the `URLRequest`, or the reason it must not be sent (see `RequestBuilder`).
   func prepare(_ request: HTTPRequest) -> Result<URLRequest, HTTPError> {
-    if let problem = HTTPPath.dotSegmentProblem(in: request.path) {
-      return .failure(.invalidRequest(problem))
-    }
-    guard let url = resolve(request.path, query: request.query) else {
-      return .failure(
-        .invalidRequest(
-          "the path '\(request.path)' does not make a valid URL with \(Redaction.text(baseURL))"))
-    }
-    guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
-      return .failure(
-        .invalidRequest("only http and https URLs with a host can be sent: \(Redaction.text(url))"))
-    }
-    var urlRequest = URLRequest(url: url)
-    urlRequest.httpMethod = request.method.rawValue
-    var merged = defaultHeaders
-    if !Redirects.isSameOrigin(url, baseURL) {
-      // An absolute URL elsewhere (a link from a response, say) gets no default credential.
-      for field in defaultHeaders where sensitiveNames.contains(field.name) { merged[field.name] = nil }
-    }
-    for field in request.headers { merged[field.name] = field.value }
-    for field in merged {
-      if let problem = HTTPRequest.headerProblem(
-        name: field.name, value: field.value, sensitive: sensitiveNames)
-      {
-        return .failure(.invalidRequest(problem))
-      }
-      urlRequest.setValue(field.value, forHTTPHeaderField: field.name)
-    }
-    if let body = request.body { urlRequest.httpBody = body }
-    return .success(urlRequest)
-  }
-
-  /// `baseURL` + `path` (a leading `/` is ignored) + the encoded query; or `path` if absolute.
-  private func resolve(_ path: String, query: [URLQueryItem]) -> URL? {
-    let url: URL?
-    if path.contains("://") {
-      url = URL(string: path)
-    } else {
-      var base = baseURL.absoluteString
-      if let cut = base.firstIndex(where: { $0 == "?" || $0 == "#" }) { base = String(base[..<cut]) }
-      if !base.hasSuffix("/") { base += "/" }
-      url = URL(string: base + path.drop { $0 == "/" })
-    }
-    guard let url, !query.isEmpty else { return url }
-    guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return nil }
-    let encoded = query.map { "\(Self.encodeQuery($0.name))=\(Self.encodeQuery($0.value ?? ""))" }
-    components.percentEncodedQuery = ([components.percentEncodedQuery].compactMap { $0 } + encoded).joined(
-      separator: "&")
-    return components.url
-  }
-
-  /// Percent-encodes everything except RFC 3986 unreserved characters (so `+`, `&`, `=` too).
-  private static func encodeQuery(_ text: String) -> String {
-    var out = ""
-    for byte in text.utf8 {
-      switch byte {
-      case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-        UInt8(ascii: "0")...UInt8(ascii: "9"),
-        UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-        out.unicodeScalars.append(Unicode.Scalar(byte))
-      default:
-        out +=
-          "%" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true)
-      }
-    }
-    return out
+    builder.urlRequest(for: request)
   }
 }
 

@@ -34,28 +34,9 @@ public struct HTTPPath: Sendable, Hashable, CustomStringConvertible {
   /// The same as `string`.
   public var description: String { string }
 
-  /// Characters left as they are in a segment: RFC 3986 `unreserved` plus a few safe sub-delims.
-  private static let allowed: Set<UInt8> = {
-    var set = Set<UInt8>()
-    for byte in UInt8(ascii: "a")...UInt8(ascii: "z") { set.insert(byte) }
-    for byte in UInt8(ascii: "A")...UInt8(ascii: "Z") { set.insert(byte) }
-    for byte in UInt8(ascii: "0")...UInt8(ascii: "9") { set.insert(byte) }
-    for character in "-._~!$&'()*,;=:@".utf8 { set.insert(character) }
-    return set
-  }()
-
   /// Percent-encodes every byte of `segment` that is not allowed in a path segment.
   static func encode(_ segment: String) -> String {
-    var out = ""
-    for byte in segment.utf8 {
-      if allowed.contains(byte) {
-        out.unicodeScalars.append(Unicode.Scalar(byte))
-      } else {
-        out +=
-          "%" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true)
-      }
-    }
-    return out
+    PercentEncoding.encode(segment, keeping: PercentEncoding.pathSegment)
   }
 
   /// Returns a description of the first dot-segment (`.` or `..`, also percent-encoded) in `path`.

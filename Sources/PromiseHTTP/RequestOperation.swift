@@ -5,268 +5,165 @@ import Promises
   import FoundationNetworking
 #endif
 
-/// One call of `HTTPClient.send`: queueing, attempts, token, retries and the deadline, settling
-/// one promise.
+/// One call of `HTTPClient.send`: runs the actions of a `RequestStateMachine` and feeds back
+/// what happens, settling one promise.
 ///
-/// The steps are: wait in the client's `RequestQueue` for a slot of the origin → start the
-/// deadline → get a token (if there is an authenticator) → run an exchange → on a 401, refresh
-/// the token once and replay → on a retryable failure, wait the backoff and start again →
-/// settle and free the slot. The slot is held for the whole operation, retries and backoff
-/// included; the deadline timer covers everything after the queue. Whatever ends the operation
-/// first (the outcome, the deadline, the queue wait limit, the promise's cancellation) wins;
-/// everything else is cancelled and delivers nothing.
+/// The machine decides everything (queue wait, deadline, steps, exchanges, backoff, the end);
+/// this class only keeps it under a lock and does the I/O it asks for after unlocking: the
+/// `RequestQueue`, the timers on the client's `PromiseScheduler`, the steps of the
+/// `InterceptorChain`, and the exchanges of the `Transport`. Whatever ends the request first
+/// wins; everything else is cancelled and delivers nothing.
 final class RequestOperation: @unchecked Sendable {
-  // Safety of `@unchecked Sendable`: every `var` is read and written only while `lock` is held;
-  // the `let`s are constants of `Sendable` types.
+  // Safety of `@unchecked Sendable`: `machine` is read and written only while `lock` is held;
+  // the `let`s are constants of `Sendable` types. No action runs under the lock.
   private let lock = NSLock()
+  private var machine: RequestStateMachine
   private let transport: Transport
-  private let request: URLRequest
-  private let method: HTTPMethod
-  private let policy: RetryPolicy
-  private let acceptable: Range<Int>
-  private let timeout: Duration
-  private let requestDeadline: Deadline?
+  private let chain: InterceptorChain
   private let queue: RequestQueue
   private let queueKey: RequestQueueKey
-  private let maximumQueueWait: Duration
-  private let authenticator: TokenAuthenticator?
+  private let requestDeadline: Deadline?
   private let maximumBodySize: Int
   private let redirectPolicy: RedirectPolicy
   private let sensitiveHeaders: HeaderNameSet
-  private let timerQueue: DispatchQueue
-
-  private var resolver: Promise<HTTPResponse>.Resolver?
-  /// Set when the operation leaves the queue: `timeout` from then, or the request's own
-  /// deadline if that is earlier.
-  private var deadline = Deadline.distantFuture
-  /// Set while the operation waits in the queue.
-  private var ticket: RequestQueueTicket?
-  /// Whether the operation holds a slot of `queue`, which `finish` must release.
-  private var holdsSlot = false
-  private var exchange: Exchange?
-  private var timers: [DispatchWorkItem] = []
-  private var attempts = 0
-  private var refreshedToken = false
-  private var finished = false
+  private let scheduler: any PromiseScheduler
+  private let callbackQueue: DispatchQueue
+  /// Settles the promise once (later calls are ignored); released with its cancel handler.
+  private let resolver: Promise<HTTPResponse>.Resolver
 
   init(
-    transport: Transport, request: URLRequest, method: HTTPMethod, policy: RetryPolicy,
-    acceptable: Range<Int>, timeout: Duration, deadline: Deadline?, queue: RequestQueue,
-    maximumQueueWait: Duration, authenticator: TokenAuthenticator?, maximumBodySize: Int,
-    redirectPolicy: RedirectPolicy, sensitiveHeaders: HeaderNameSet, timerQueue: DispatchQueue,
+    settings: RequestStateMachine.Settings, deadline: Deadline?, transport: Transport,
+    chain: InterceptorChain, queue: RequestQueue, maximumBodySize: Int, redirectPolicy: RedirectPolicy,
+    sensitiveHeaders: HeaderNameSet, scheduler: any PromiseScheduler, callbackQueue: DispatchQueue,
     resolver: Promise<HTTPResponse>.Resolver
   ) {
-    self.transport = transport
-    self.request = request
-    self.method = method
-    self.policy = policy
-    self.acceptable = acceptable
-    self.timeout = timeout
+    self.machine = RequestStateMachine(settings)
     self.requestDeadline = deadline
+    self.transport = transport
+    self.chain = chain
     self.queue = queue
-    self.queueKey = RequestQueueKey(request.url!)
-    self.maximumQueueWait = maximumQueueWait
-    self.authenticator = request.value(forHTTPHeaderField: "Authorization") == nil ? authenticator : nil
+    self.queueKey = RequestQueueKey(settings.request.url!)
     self.maximumBodySize = maximumBodySize
     self.redirectPolicy = redirectPolicy
     self.sensitiveHeaders = sensitiveHeaders
-    self.timerQueue = timerQueue
+    self.scheduler = scheduler
+    self.callbackQueue = callbackQueue
     self.resolver = resolver
   }
 
-  private var url: URL { request.url! }
-
-  /// The deadline set by `start()`.
-  private var currentDeadline: Deadline {
-    lock.lock()
-    defer { lock.unlock() }
-    return deadline
-  }
-
-  /// Starts the operation at once if its origin has a free slot, else queues it until one frees.
-  ///
-  /// A queued operation ends with `HTTPError.queueWaitExceeded` when `maximumQueueWait` passes
-  /// first, or with `HTTPError.timedOut` when the request's own `Deadline` does; either way
-  /// nothing was sent.
+  /// Starts the request at once if its origin has a free slot, else queues it until one frees.
   func enqueue() {
     // The queue's strong reference keeps a waiting operation alive; it goes when it leaves.
-    guard let ticket = queue.enqueue(queueKey, start: { [self] in start() }) else { return }
-    let waitLimit = Deadline.after(maximumQueueWait)
-    let end = requestDeadline.map { min($0, waitLimit) } ?? waitLimit
-    // Weak: a queued operation is kept alive by the queue, not by a timer that may be far away.
-    let expiry = DispatchWorkItem { [weak self] in self?.expire(ticket, deadlinePassed: end < waitLimit) }
-    lock.lock()
-    guard !finished, !holdsSlot else {
-      // Started (and maybe finished) by a release on another thread before `enqueue` returned.
-      lock.unlock()
-      return
-    }
-    self.ticket = ticket
-    timers.append(expiry)
-    lock.unlock()
-    timerQueue.asyncAfter(deadline: end.instant, execute: expiry)
+    guard let ticket = queue.enqueue(queueKey, start: { [self] in slotGranted() }) else { return }
+    let remaining = requestDeadline?.remaining
+    run { $0.queued(ticket, deadlineRemaining: remaining) }
   }
 
-  /// Ends a queued operation whose wait is over; does nothing if it has left the queue.
-  private func expire(_ ticket: RequestQueueTicket, deadlinePassed: Bool) {
-    guard queue.remove(ticket) else { return }
-    let url = Redaction.url(url)
-    if deadlinePassed, let requestDeadline {
-      finish(.failure(HTTPError.timedOut(url: url, deadline: requestDeadline.allowed)))
-    } else {
-      finish(.failure(HTTPError.queueWaitExceeded(limit: maximumQueueWait, url: url)))
-    }
-  }
-
-  /// Takes the slot the queue gave, starts the deadline timer and the first attempt.
-  private func start() {
-    let deadline = requestDeadline.map { min($0, .after(timeout)) } ?? .after(timeout)
-    // Weak: the work in flight keeps the operation alive, not a timer that may be far away.
-    let expiry = DispatchWorkItem { [weak self] in
-      guard let self else { return }
-      finish(.failure(HTTPError.timedOut(url: Redaction.url(url), deadline: deadline.allowed)))
-    }
-    lock.lock()
-    guard !finished else {
-      // Cancelled between leaving the queue and starting: give the slot back at once.
-      lock.unlock()
-      queue.release(queueKey)
-      return
-    }
-    holdsSlot = true
-    ticket = nil
-    self.deadline = deadline
-    timers.append(expiry)
-    lock.unlock()
-    timerQueue.asyncAfter(deadline: deadline.instant, execute: expiry)
-    nextAttempt()
-  }
-
-  /// Ends the operation for a cancelled promise: takes it out of the queue, or cancels the task
-  /// and the timers.
+  /// Ends the request for a cancelled promise.
   func cancel() {
-    lock.lock()
-    let ticket = self.ticket
-    lock.unlock()
-    if let ticket { _ = queue.remove(ticket) }
-    finish(.failure(CancellationError()))
+    run { $0.cancelled() }
   }
 
-  private func nextAttempt() {
-    lock.lock()
-    attempts += 1
-    lock.unlock()
-    guard let authenticator else {
-      send(token: nil)
-      return
-    }
-    authenticator.token().whenSettled(on: timerQueue) { [self] result in
-      switch result {
-      case .success(let token): send(token: token)
-      case .failure(let error): finish(.failure(error))
-      }
-    }
+  private func slotGranted() {
+    let remaining = requestDeadline?.remaining
+    let now = scheduler.now
+    run { $0.slotGranted(now: now, deadlineRemaining: remaining) }
   }
 
-  private func send(token: String?) {
-    var request = self.request
-    if let token, let authenticator {
-      request.setValue(authenticator.headerValue(for: token), forHTTPHeaderField: "Authorization")
-    }
-    let remaining = currentDeadline.remaining.secondsValue
-    // libcurl's own timeout (whole seconds) is kept just beyond ours, which comes first.
-    request.timeoutInterval = max(1, remaining.rounded(.up) + 1)
+  /// Applies `event` to the machine under the lock, then runs the action it returns.
+  private func run(_ event: (inout RequestStateMachine) -> RequestStateMachine.Action) {
     lock.lock()
-    guard !finished else {
-      lock.unlock()
-      return
-    }
-    // The exchange is stored before its completion can run: the lock is held across `start`.
-    exchange = transport.start(
-      request, maximumBodySize: maximumBodySize, redirectPolicy: redirectPolicy,
-      sensitiveHeaders: sensitiveHeaders
-    ) { [self] result in
-      handle(result, token: token)
-    }
+    let action = event(&machine)
     lock.unlock()
+    perform(action)
   }
 
-  private func handle(_ result: Result<HTTPResponse, HTTPError>, token: String?) {
-    lock.lock()
-    exchange = nil
-    let refresh = !refreshedToken && token != nil
-    if case .success(let response) = result, response.statusCode == 401, refresh {
-      refreshedToken = true
-    }
-    let attempts = self.attempts
-    lock.unlock()
-    switch result {
-    case .success(let response):
-      if response.statusCode == 401, refresh, let token, let authenticator {
-        authenticator.token(replacing: token).whenSettled(on: timerQueue) { [self] result in
-          switch result {
-          case .success(let fresh): send(token: fresh)
-          case .failure(let error): finish(.failure(error))
-          }
+  private func perform(_ action: RequestStateMachine.Action) {
+    switch action {
+    case .none:
+      break
+    case .arm(let timer, let delay):
+      arm(timer, after: delay)
+    case .leaveQueue(let ticket, let expired):
+      if queue.remove(ticket), expired { run { $0.queueWaitEnded() } }
+    case .releaseSlot:
+      queue.release(queueKey)
+    case .start(let waitTimer, let deadline, let request, let attempt):
+      waitTimer?.cancel()
+      arm(.deadline, after: deadline)
+      adapt(request, attempt)
+    case .adapt(let request, let attempt):
+      adapt(request, attempt)
+    case .exchange(let request, let id, let attempt):
+      chain.observe(.willSend(request, attempt))
+      let exchange = transport.start(
+        request, maximumBodySize: maximumBodySize, redirectPolicy: redirectPolicy,
+        sensitiveHeaders: sensitiveHeaders
+      ) { [self] outcome in
+        switch outcome {
+        case .success(let response): chain.observe(.didReceive(response, attempt))
+        case .failure(let error): chain.observe(.didFail(error, attempt))
         }
-      } else if acceptable.contains(response.statusCode) {
-        finish(.success(response))
-      } else if policy.retryableStatusCodes.contains(response.statusCode) {
-        retry(after: attempts, retryAfter: response.headers["Retry-After"], or: .unacceptable(response))
-      } else {
-        finish(.failure(HTTPError.unacceptable(response)))
+        let now = scheduler.now
+        run { $0.exchangeCompleted(outcome, id: id, now: now) }
       }
-    case .failure(let error):
-      if case .transport(let urlError, _) = error, policy.retryableErrorCodes.contains(urlError.code) {
-        retry(after: attempts, retryAfter: nil, or: error)
-      } else {
-        finish(.failure(error))
+      run { $0.exchangeStarted(exchange, id: id) }
+    case .decide(let outcome, let request, let attempt):
+      chain.decide(outcome, for: request, attempt: attempt) { [self] result in
+        let now = scheduler.now
+        switch result {
+        case .success(let decision): run { $0.decided(decision, now: now) }
+        case .failure(let error): run { $0.stepFailed(error) }
+        }
       }
+    case .backOff(let delay, let attempt):
+      chain.observe(.willRetry(after: delay, attempt))
+      arm(.backoff(attempt: attempt.number), after: delay)
+    case .cancelTimer(let timer):
+      timer.cancel()
+    case .cancelExchange(let exchange):
+      exchange.cancel()
+    case .finish(let finish):
+      finish.exchange?.cancel()
+      for timer in finish.timers { timer.cancel() }
+      // If the queue started the request meanwhile, `slotGranted` gives the slot back.
+      if let ticket = finish.ticket { _ = queue.remove(ticket) }
+      // The slot first, so the next request is on its way before callbacks run.
+      if finish.releaseSlot { queue.release(queueKey) }
+      chain.observe(.didFinish(finish.result))
+      resolver.resolve(finish.result)
     }
   }
 
-  /// Schedules the next attempt after the policy's delay, or finishes with `error` if none fits.
-  private func retry(after attempts: Int, retryAfter: String?, or error: HTTPError) {
-    guard policy.allowsRetry(of: method),
-      let delay = policy.delay(beforeRetry: attempts, retryAfter: retryAfter),
-      delay.dispatchDeadline < currentDeadline.instant
-    else {
-      finish(.failure(error))
-      return
+  /// Runs the steps' `adapt` on the client's queue (never on the caller's thread); at once
+  /// when no step adapts.
+  private func adapt(_ request: URLRequest, _ attempt: HTTPAttempt) {
+    let adapt: @Sendable () -> Void = { [self] in
+      chain.adapt(request, for: attempt) { [self] result in
+        let now = scheduler.now
+        switch result {
+        case .success(let adapted): run { $0.adapted(adapted, now: now) }
+        case .failure(let error): run { $0.stepFailed(error) }
+        }
+      }
     }
-    let next = DispatchWorkItem { [self] in nextAttempt() }
-    lock.lock()
-    guard !finished else {
-      lock.unlock()
-      return
-    }
-    timers.append(next)
-    lock.unlock()
-    timerQueue.asyncAfter(deadline: delay.dispatchDeadline, execute: next)
+    if chain.adapters.isEmpty { adapt() } else { callbackQueue.async(execute: adapt) }
   }
 
-  /// Settles the promise once; cancels the exchange and the timers, and frees the queue slot.
-  private func finish(_ result: Result<HTTPResponse, any Error>) {
-    lock.lock()
-    guard !finished else {
-      lock.unlock()
-      return
+  /// Arms `timer` on the scheduler and hands its handle to the machine.
+  private func arm(_ timer: RequestStateMachine.Timer, after delay: Duration) {
+    // Weak: the work in flight (or the queue) keeps the operation alive, not a timer that may
+    // be far away.
+    let handle = scheduler.schedule(after: delay, on: callbackQueue) { [weak self] in
+      guard let self else { return }
+      switch timer {
+      case .queueWait: run { $0.queueWaitExpired() }
+      case .deadline: run { $0.deadlinePassed() }
+      case .backoff(let attempt):
+        let now = scheduler.now
+        run { $0.backoffElapsed(after: attempt, now: now) }
+      }
     }
-    finished = true
-    let exchange = self.exchange
-    let timers = self.timers
-    let resolver = self.resolver
-    let release = holdsSlot
-    self.exchange = nil
-    self.timers = []
-    self.resolver = nil
-    self.ticket = nil
-    holdsSlot = false
-    lock.unlock()
-    exchange?.cancel()
-    for timer in timers { timer.cancel() }
-    // The slot first, so the next request is on its way before callbacks run.
-    if release { queue.release(queueKey) }
-    resolver?.resolve(result)
+    run { $0.timerArmed(handle, timer) }
   }
 }

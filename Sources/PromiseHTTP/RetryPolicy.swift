@@ -1,4 +1,5 @@
 import Foundation
+import Promises
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking
@@ -8,11 +9,14 @@ import Foundation
 ///
 /// The defaults (`RetryPolicy.default`) retry only idempotent methods (`GET`, `HEAD`, `PUT`,
 /// `DELETE`, `OPTIONS`), only on connection failures and the statuses 408, 429, 500, 502, 503
-/// and 504, at most 3 attempts in all, after an exponential backoff with full jitter
-/// (a random delay between zero and `baseDelay × 2^(retry − 1)`, capped at `maximumDelay`).
+/// and 504, at most 3 attempts in all, after the core's `RetryDelay.exponential` backoff with
+/// full jitter (a random delay between zero and `0.5 s × 2^(retry − 1)`, capped at 10 s): the
+/// same computation as `Promise.retry`, drawing from `generator`.
 /// A `Retry-After` header (seconds or an HTTP-date) replaces the backoff, up to
-/// `maximumRetryAfter`. No retry starts if it could not finish before the request's deadline:
-/// the last error is reported instead.
+/// `maximumRetryAfter`. No retry starts if it could not start before the request's deadline:
+/// the last outcome is delivered instead, at once.
+///
+/// A client runs its policy (or a request's own) as the last of its `HTTPInterceptor` steps.
 public struct RetryPolicy: Sendable {
   /// The most attempts in all, the first one included; 1 means no retry.
   public var maximumAttempts: Int
@@ -22,16 +26,16 @@ public struct RetryPolicy: Sendable {
   public var retryableStatusCodes: Set<Int>
   /// The transport failures that are retried (connection refused, reset, lost, DNS).
   public var retryableErrorCodes: Set<URLError.Code>
-  /// The backoff before the first retry is drawn from `0...baseDelay`; it doubles per retry.
-  public var baseDelay: Duration
-  /// The longest backoff, whatever the retry number.
-  public var maximumDelay: Duration
+  /// The wait before each retry without a `Retry-After`; `RetryPolicy.defaultBackoff`.
+  ///
+  /// Any `RetryDelay`: `.constant(.milliseconds(5))` makes the waits exact in tests.
+  public var backoff: RetryDelay
   /// The longest `Retry-After` that is honoured; a longer one ends the retries.
   public var maximumRetryAfter: Duration
-  /// Returns a random number in the range given: the jitter.
+  /// The randomness of `backoff`'s jitter; `SystemRandomNumberGenerator` by default.
   ///
-  /// Tests inject a fixed one.
-  public var random: @Sendable (ClosedRange<Double>) -> Double
+  /// As with `Promise.retry`, each draw uses a copy: a seeded generator makes delays repeatable.
+  public var generator: any RandomNumberGenerator & Sendable
   /// Returns the current date, to read an HTTP-date `Retry-After`.
   ///
   /// Tests inject a fixed one.
@@ -43,20 +47,18 @@ public struct RetryPolicy: Sendable {
     retryableMethods: Set<HTTPMethod> = RetryPolicy.defaultRetryableMethods,
     retryableStatusCodes: Set<Int> = RetryPolicy.defaultRetryableStatusCodes,
     retryableErrorCodes: Set<URLError.Code> = RetryPolicy.defaultRetryableErrorCodes,
-    baseDelay: Duration = RetryPolicy.defaultBaseDelay,
-    maximumDelay: Duration = RetryPolicy.defaultMaximumDelay,
+    backoff: RetryDelay = RetryPolicy.defaultBackoff,
     maximumRetryAfter: Duration = RetryPolicy.defaultMaximumRetryAfter,
-    random: @escaping @Sendable (ClosedRange<Double>) -> Double = { Double.random(in: $0) },
+    generator: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
     now: @escaping @Sendable () -> Date = { Date() }
   ) {
     self.maximumAttempts = maximumAttempts
     self.retryableMethods = retryableMethods
     self.retryableStatusCodes = retryableStatusCodes
     self.retryableErrorCodes = retryableErrorCodes
-    self.baseDelay = baseDelay
-    self.maximumDelay = maximumDelay
+    self.backoff = backoff
     self.maximumRetryAfter = maximumRetryAfter
-    self.random = random
+    self.generator = generator
     self.now = now
   }
 
@@ -88,11 +90,13 @@ public struct RetryPolicy: Sendable {
     .notConnectedToInternet, .badServerResponse, .zeroByteResource,
   ]
 
-  /// 0.5 s: long enough for a restarting server, short enough for an interactive user.
-  public static let defaultBaseDelay: Duration = .milliseconds(500)
-
-  /// 10 s: past this a user has given up; the deadline usually ends the retries first.
-  public static let defaultMaximumDelay: Duration = .seconds(10)
+  /// 0.5 s doubling per retry, at most 10 s, with full jitter.
+  ///
+  /// 0.5 s is long enough for a restarting server, short enough for an interactive user; past
+  /// 10 s a user has given up (the deadline usually ends the retries first); the jitter spreads
+  /// out clients that failed together.
+  public static let defaultBackoff = RetryDelay.exponential(
+    initial: .milliseconds(500), multiplier: 2, maximum: .seconds(10), jitter: .full)
 
   /// 60 s: a server asking for more is down for maintenance; better to report it.
   public static let defaultMaximumRetryAfter: Duration = .seconds(60)
@@ -105,8 +109,8 @@ public struct RetryPolicy: Sendable {
   /// Returns the delay before retry number `retry` (1 for the first retry), or `nil` for none.
   ///
   /// With a `Retry-After` value (`"120"` or `"Fri, 31 Dec 1999 23:59:59 GMT"`) that delay is
-  /// used, if not longer than `maximumRetryAfter`; a past date means "now". Otherwise the
-  /// delay is random in `0...min(maximumDelay, baseDelay × 2^(retry − 1))` (full jitter).
+  /// used, if not longer than `maximumRetryAfter`; a past date means "now". Otherwise it is
+  /// `backoff`'s delay before that retry, its jitter drawn from a copy of `generator`.
   ///
   /// - Parameters:
   ///   - retry: The number of the retry about to happen, from 1.
@@ -117,10 +121,8 @@ public struct RetryPolicy: Sendable {
     if let retryAfter, let requested = Self.parseRetryAfter(retryAfter, now: now()) {
       return requested <= maximumRetryAfter ? requested : nil
     }
-    let exponent = Double(min(retry - 1, 62))
-    let ceiling = min(maximumDelay.secondsValue, baseDelay.secondsValue * pow(2, exponent))
-    let seconds = max(0, min(ceiling, random(0...max(0, ceiling))))
-    return .nanoseconds(Int64((seconds * 1e9).rounded()))
+    var generator = self.generator
+    return backoff.duration(beforeRetry: retry, using: &generator)
   }
 
   /// Parses a `Retry-After` value: delay-seconds or an HTTP-date (RFC 9110, 10.2.3).
@@ -137,8 +139,7 @@ public struct RetryPolicy: Sendable {
       formatter.timeZone = TimeZone(identifier: "GMT")
       formatter.dateFormat = format
       if let date = formatter.date(from: trimmed) {
-        let seconds = max(0, date.timeIntervalSince(now))
-        return .nanoseconds(Int64((seconds * 1e9).rounded()))
+        return .clampedSeconds(date.timeIntervalSince(now))
       }
     }
     return nil
@@ -148,4 +149,35 @@ public struct RetryPolicy: Sendable {
   private static let httpDateFormats = [
     "EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy",
   ]
+}
+
+extension RetryPolicy: HTTPInterceptor {
+  /// Returns `.retry(after:)` for a retryable outcome while attempts remain, else `.proceed`.
+  ///
+  /// Retryable: a method in `retryableMethods`, and a status in `retryableStatusCodes` that is
+  /// not acceptable, or a transport failure in `retryableErrorCodes`. The client refuses a
+  /// retry that could not start before the deadline.
+  public func decide(
+    _ outcome: Result<HTTPResponse, HTTPError>, for request: URLRequest, attempt: HTTPAttempt
+  ) -> Promise<HTTPDecision> {
+    Promise(decision(for: outcome, attempt: attempt))
+  }
+
+  /// The decision of `decide`, as a value.
+  func decision(for outcome: Result<HTTPResponse, HTTPError>, attempt: HTTPAttempt) -> HTTPDecision {
+    guard allowsRetry(of: attempt.method) else { return .proceed }
+    let retryAfter: String?
+    switch outcome {
+    case .success(let response)
+    where retryableStatusCodes.contains(response.statusCode)
+      && !attempt.acceptableStatusCodes.contains(response.statusCode):
+      retryAfter = response.headers["Retry-After"]
+    case .failure(.transport(let error, _)) where retryableErrorCodes.contains(error.code):
+      retryAfter = nil
+    default:
+      return .proceed
+    }
+    guard let delay = delay(beforeRetry: attempt.number, retryAfter: retryAfter) else { return .proceed }
+    return .retry(after: delay)
+  }
 }

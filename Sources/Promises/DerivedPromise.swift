@@ -15,27 +15,35 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     super.init(queue: queue, file: file, line: line, upstream: source)
   }
 
-  final override func fire() -> Unmanaged<_PromiseNode>? {
+  final override func fire() {
     // One lock acquisition checks for cancellation and claims the body and the source: the
     // source stays referenced (as `upstream`) until this promise settles, and no cancellation
-    // releases it meanwhile, so it is used here without a retain of its own.
+    // releases it meanwhile, so it is used here without a retain of its own (Docs/Design.md,
+    // "Invariants", I3).
     guard let claimed = takeSourceIfPending() else {
       // Cancelled while waiting: the body must not run (its side effects were cancelled too).
-      releaseBody()
-      return nil
+      _ = takeBody()
+      return
     }
     let outcome =
       isAdopting
       ? finishAdopting(claimed)
       : claimed._withUnsafeGuaranteedRef { run(unsafeDowncast($0, to: Promise<Input>.self)) }
     // Adopting: the link now belongs to the inner promise, which may fire it any moment.
-    guard case .settled(let callbacks) = outcome else { return nil }
+    guard outcome == .settled else { return }
     // Settling released `upstream`, unless a cancellation won the race and the settle was
     // ignored: then this thread, which owns it, lets it go.
     if hasUpstream { releaseUpstream() }
-    // The drain that fired this link schedules its callbacks.
-    return callbacks
   }
+
+  /// Whether the link is in its second phase, adopting another promise's outcome.
+  ///
+  /// A link is made with a queue for its closure and drops it when it starts adopting: the
+  /// inner promise's settlement then fires it inline. No flag of its own: a byte more would
+  /// take a link past 104 bytes (see `LinkSizeTests`). Only the thread that fires the link
+  /// reads or writes `queue` here; the inner promise's lock orders the hand-off.
+  @inline(__always)
+  private var isAdopting: Bool { queue == nil }
 
   /// Settles this promise with the outcome of the promise it adopted, which has settled.
   ///
@@ -46,10 +54,11 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     claimed._withUnsafeGuaranteedRef { source in
       let inner = unsafeDowncast(source, to: Promise<Value>.self)
       if inner.state.phase == .fulfilled {
-        return .settled(callbacks: fulfillTakingCallbacks(inner.loadValue()).first)
+        fulfill(inner.loadValue())
+      } else {
+        reject(inner.state.error.unsafelyUnwrapped)
       }
-      settle(error: inner.state.error.unsafelyUnwrapped)
-      return .settled(callbacks: nil)
+      return .settled
     }
   }
 
@@ -57,8 +66,8 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   enum RunOutcome {
     /// The link has started adopting another promise: it must not be touched any more.
     case adopting
-    /// The link settled (or tried to); `callbacks` are its callbacks, still to schedule.
-    case settled(callbacks: Unmanaged<_PromiseNode>?)
+    /// The link settled (or tried to: a cancellation may have come first).
+    case settled
   }
 
   /// Releases the source of a link whose settle was ignored.
@@ -70,26 +79,71 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     _ = upstream
   }
 
-  /// Computes the outcome from the settled `source`; calls `settle` or `adopt`.
+  /// Computes the outcome from the settled `source`; fulfils, rejects or adopts.
   ///
   /// Reads the source's fields directly rather than building a `Result`: in unspecialized
-  /// generic code every `Result<Input, …>` costs a run-time metadata look-up.
-  /// A fulfilment hands its callbacks back (`fulfillTakingCallbacks`) for the firing drain to
-  /// schedule; other outcomes schedule their own.
+  /// generic code every `Result<Input, …>` costs a run-time metadata look-up. The closure is
+  /// moved out of the link first and released before the outcome is published: what it
+  /// captured is gone by the time anyone sees this promise settled.
   ///
-  /// Every link kind overrides it (and `releaseBody`, `detachBody`): the defaults trap, since
-  /// a link that silently did nothing would leave its chain hanging.
+  /// Every link kind overrides it and `takeBody`: the defaults trap, since a link that
+  /// silently did nothing would leave its chain hanging.
   func run(_ source: Promise<Input>) -> RunOutcome {
     preconditionFailure("Promises: \(type(of: self)) does not override run(_:)")
   }
 
-  /// Drops the user's closure and what it captured.
-  func releaseBody() {
-    preconditionFailure("Promises: \(type(of: self)) does not override releaseBody()")
+  override func takeBody() -> Any? {
+    preconditionFailure("Promises: \(type(of: self)) does not override takeBody()")
   }
 
-  override func detachBody() -> Any? {
-    preconditionFailure("Promises: \(type(of: self)) does not override detachBody()")
+  /// Passes `source`'s value on unchanged (a `recover` or observer whose closure is skipped).
+  @inline(__always)
+  final func passOn(valueOf source: Promise<Value>) -> RunOutcome {
+    fulfill(source.loadValue())
+    return .settled
+  }
+
+  /// Passes `source`'s error on unchanged (a `then` whose closure is skipped).
+  @inline(__always)
+  final func passOn<Source>(errorOf source: Promise<Source>) -> RunOutcome {
+    reject(source.state.error.unsafelyUnwrapped)
+    return .settled
+  }
+
+  /// Calls the link's closure with `argument` and fulfils this promise with what it returns,
+  /// or rejects it with what it throws; the closure is released first (see `run`).
+  @inline(__always)
+  final func fulfill<Argument>(
+    calling body: consuming @escaping @Sendable (Argument) throws -> Value, with argument: Argument
+  ) -> RunOutcome {
+    // `value` is bound inside `do`: declared before it, the result would be moved through a
+    // second temporary (in the unspecialized code a link runs, one more value-witness call).
+    do {
+      let value = try body(argument)
+      _ = consume body
+      fulfill(value)
+    } catch {
+      _ = consume body
+      reject(error)
+    }
+    return .settled
+  }
+
+  /// Calls the link's closure with `argument` and adopts the promise it returns, or rejects
+  /// this promise with what it throws; the closure is released first (see `run`).
+  @inline(__always)
+  final func adopt<Argument, Inner: _PromiseConvertible>(
+    calling body: consuming @escaping @Sendable (Argument) throws -> Inner, with argument: Argument
+  ) -> RunOutcome where Inner.Value == Value {
+    do {
+      let inner = try body(argument)._promise
+      _ = consume body
+      return adopt(inner) ? .adopting : .settled
+    } catch {
+      _ = consume body
+      reject(error)
+      return .settled
+    }
   }
 
   /// Settles this promise with the outcome of `inner`, once that settles.
@@ -102,7 +156,7 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   ///   `inner` fires it, even when the check has meanwhile rejected it for a cycle.
   final func adopt(_ inner: Promise<Value>) -> Bool {
     if inner === self {
-      settle(error: PromiseError.chainingCycle(createdAt: creationSite))
+      reject(PromiseError.chainingCycle(createdAt: creationSite))
       return false
     }
     lock.lock()
@@ -117,8 +171,8 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     let source = upstream
     upstream = inner
     flags.remove(.bodyClaimed)
+    // Adopting is what `queue == nil` means for a link (see `isAdopting`).
     queue = nil
-    isAdopting = true
     lock.unlock()
     // Released after unlocking: this may be the source's last reference (the drain that
     // fired this link holds none), and its deinit may run user code.
@@ -129,8 +183,7 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     // and the later firing finds it settled and does nothing. The rejection comes from
     // outside the firing: should a firing have claimed the link already, it keeps `inner`.
     if _PromiseNode.adoptionClosesCycle(adopter: self, inner: inner).closesCycle {
-      _ = settle(
-        error: PromiseError.chainingCycle(createdAt: creationSite), cancelling: false, fromOutside: true)
+      reject(PromiseError.chainingCycle(createdAt: creationSite), as: .failureFromOutside)
     }
     return true
   }
@@ -160,25 +213,12 @@ final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<I
     self.body = nil
     guard source.state.phase == .fulfilled else {
       _ = consume body
-      settle(error: source.state.error.unsafelyUnwrapped)
-      return .settled(callbacks: nil)
+      return passOn(errorOf: source)
     }
-    // `value` is bound inside `do`: declared before it, the result would be moved through a
-    // second temporary (in the unspecialized code a link runs, one more value-witness call).
-    do {
-      let value = try body(source.loadValue())
-      _ = consume body
-      return .settled(callbacks: fulfillTakingCallbacks(value).first)
-    } catch {
-      _ = consume body
-      settle(error: error)
-      return .settled(callbacks: nil)
-    }
+    return fulfill(calling: body, with: source.loadValue())
   }
 
-  override func releaseBody() { body = nil }
-
-  override func detachBody() -> Any? {
+  override func takeBody() -> Any? {
     defer { body = nil }
     return body
   }
@@ -207,23 +247,12 @@ final class ThenPromisePromise<Input: Sendable, Value: Sendable>: DerivedPromise
     self.body = nil
     guard source.state.phase == .fulfilled else {
       _ = consume body
-      settle(error: source.state.error.unsafelyUnwrapped)
-      return .settled(callbacks: nil)
+      return passOn(errorOf: source)
     }
-    do {
-      let inner = try body(source.loadValue())
-      _ = consume body
-      return adopt(inner) ? .adopting : .settled(callbacks: nil)
-    } catch {
-      _ = consume body
-      settle(error: error)
-      return .settled(callbacks: nil)
-    }
+    return adopt(calling: body, with: source.loadValue())
   }
 
-  override func releaseBody() { body = nil }
-
-  override func detachBody() -> Any? {
+  override func takeBody() -> Any? {
     defer { body = nil }
     return body
   }
@@ -250,22 +279,12 @@ final class RecoverValuePromise<Value: Sendable>: DerivedPromise<Value, Value>, 
     self.body = nil
     guard source.state.phase == .rejected else {
       _ = consume body
-      return .settled(callbacks: fulfillTakingCallbacks(source.loadValue()).first)
+      return passOn(valueOf: source)
     }
-    do {
-      let value = try body(source.state.error.unsafelyUnwrapped)
-      _ = consume body
-      return .settled(callbacks: fulfillTakingCallbacks(value).first)
-    } catch {
-      _ = consume body
-      settle(error: error)
-      return .settled(callbacks: nil)
-    }
+    return fulfill(calling: body, with: source.state.error.unsafelyUnwrapped)
   }
 
-  override func releaseBody() { body = nil }
-
-  override func detachBody() -> Any? {
+  override func takeBody() -> Any? {
     defer { body = nil }
     return body
   }
@@ -300,22 +319,12 @@ final class RecoverPromisePromise<Inner: _PromiseConvertible>: DerivedPromise<In
     self.body = nil
     guard source.state.phase == .rejected else {
       _ = consume body
-      return .settled(callbacks: fulfillTakingCallbacks(source.loadValue()).first)
+      return passOn(valueOf: source)
     }
-    do {
-      let inner = try body(source.state.error.unsafelyUnwrapped)._promise
-      _ = consume body
-      return adopt(inner) ? .adopting : .settled(callbacks: nil)
-    } catch {
-      _ = consume body
-      settle(error: error)
-      return .settled(callbacks: nil)
-    }
+    return adopt(calling: body, with: source.state.error.unsafelyUnwrapped)
   }
 
-  override func releaseBody() { body = nil }
-
-  override func detachBody() -> Any? {
+  override func takeBody() -> Any? {
     defer { body = nil }
     return body
   }
@@ -341,21 +350,23 @@ final class ObserverPromise<Value: Sendable>: DerivedPromise<Value, Value>, @unc
   }
 
   override func run(_ source: Promise<Value>) -> RunOutcome {
+    // Moved out of the link (no retain) and released before the outcome is published, as in
+    // `ThenValuePromise.run`.
+    let body = self.body.unsafelyUnwrapped
+    self.body = nil
     let input = source.settledResult
-    switch (body.unsafelyUnwrapped, input) {
+    switch (body, input) {
     case (.onRejection(let handler), .failure(let error)): handler(error)
     case (.onRejection, .success): break
     case (.always(let handler), _): handler()
     case (.onResult(let handler), _): handler(input)
     }
-    body = nil
-    settle(input)
-    return .settled(callbacks: nil)
+    _ = consume body
+    resolve(input)
+    return .settled
   }
 
-  override func releaseBody() { body = nil }
-
-  override func detachBody() -> Any? {
+  override func takeBody() -> Any? {
     defer { body = nil }
     return body
   }

@@ -89,13 +89,12 @@ final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
   // Without an owner, what the action settles is out of sight.
   override var downstream: Downstream { owner.map(Downstream.node) ?? .unknown }
 
-  override func fire() -> Unmanaged<_PromiseNode>? {
+  override func fire() {
     let source = self.source.unsafelyUnwrapped
     self.source = nil
     let action = self.action.unsafelyUnwrapped
     self.action = nil
     action(source.settledResult)
-    return nil
   }
 }
 
@@ -105,8 +104,15 @@ final class ForwardingNode<Input: Sendable>: _PromiseNode, @unchecked Sendable {
 /// metadata unspecialized code would look up per element); `filled` records which slots are
 /// initialized so a rejected aggregate can clean up. Both are raw buffers, not arrays: in
 /// unspecialized code an array write costs a uniqueness check and an exclusivity check.
+///
+/// The lock guards only the slot writes and the count. The receiver that brings `remaining`
+/// to zero owns the buffer from then on: no other receiver writes a slot (each sees
+/// `remaining == 0`), a rejection does not touch the buffer, and `deinit`, which cannot run
+/// while a receiver holds the aggregate, leaves the slots to it. So the result array is
+/// allocated, and the values moved into it, after unlocking.
 final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendable {
-  // Safety: the buffers' contents and `remaining` are guarded by `lock`.
+  // Safety: the buffers' contents and `remaining` are guarded by `lock` while `remaining > 0`;
+  // once it is 0, the buffer belongs to the receiver that made it so (see above).
   private let buffer: UnsafeMutablePointer<Element>
   private let filled: UnsafeMutablePointer<Bool>
   private let count: Int
@@ -122,35 +128,39 @@ final class AllPromise<Element: Sendable>: Promise<[Element]>, @unchecked Sendab
   }
 
   deinit {
-    for index in 0..<count where filled[index] {
-      (buffer + index).deinitialize(count: 1)
+    // At 0 the last receiver has moved every value out: the slots are uninitialized.
+    if remaining > 0 {
+      for index in 0..<count where filled[index] {
+        (buffer + index).deinitialize(count: 1)
+      }
     }
     buffer.deallocate()
     filled.deallocate()
   }
 
   /// Records input `index`'s value; fulfils the aggregate with the last one.
+  ///
+  /// Cost under the lock: one slot write and a decrement; no allocation.
   func receive(_ value: Element, at index: Int) {
     lock.lock()
-    guard state.isPending, !filled[index] else {
+    guard state.isPending, remaining > 0, !filled[index] else {
       lock.unlock()
       return
     }
     (buffer + index).initialize(to: value)
     filled[index] = true
     remaining -= 1
-    guard remaining == 0 else {
-      lock.unlock()
-      return
-    }
-    // Move the values out: the slots are uninitialized again.
+    let isLast = remaining == 0
+    lock.unlock()
+    guard isLast else { return }
+    // This receiver owns the buffer now (see the class's note): move the values out. Should
+    // a rejection have settled the aggregate meanwhile, `fulfill` ignores them and they are
+    // released with the array.
     let values = Array(unsafeUninitializedCapacity: count) { target, initialized in
       _ = target.moveInitialize(fromContentsOf: UnsafeMutableBufferPointer(start: buffer, count: count))
       initialized = count
     }
-    filled.update(repeating: false, count: count)
-    lock.unlock()
-    settle(value: values)
+    fulfill(values)
   }
 }
 
@@ -176,15 +186,14 @@ final class AllInputNode<Element: Sendable>: _PromiseNode, @unchecked Sendable {
 
   override var downstream: Downstream { .node(aggregate) }
 
-  override func fire() -> Unmanaged<_PromiseNode>? {
+  override func fire() {
     let source = self.source.unsafelyUnwrapped
     self.source = nil
     if source.state.phase == .fulfilled {
       aggregate.receive(source.loadValue(), at: index)
     } else {
-      aggregate.settle(error: source.state.error.unsafelyUnwrapped)
+      aggregate.reject(source.state.error.unsafelyUnwrapped)
     }
-    return nil
   }
 }
 
@@ -241,7 +250,7 @@ extension Promise {
 
   /// Settles this promise with the outcome of `source` (inline forwarding, no dispatch).
   func follow(_ source: Promise<Value>) {
-    source.register(ForwardingNode(owner: self) { [self] result in self.settle(result) })
+    source.register(ForwardingNode(owner: self) { [self] result in self.resolve(result) })
   }
 }
 

@@ -1,70 +1,49 @@
-import Foundation
+import Synchronization
 
-/// The state of `Promise.any`: the errors so far, in input order, and the result's resolver.
+/// The state of `Promise.any`: the errors so far, in input order, beside the box that holds
+/// the result's resolver (`OnceResolver`).
 ///
-/// Finishing (a value, the last rejection or a cancellation) releases the resolver and retires
-/// the inputs' forwarding nodes, so inputs that nobody else waits on can be cancelled.
+/// Finishing (a value, the last rejection or a cancellation) empties the box, which releases
+/// the resolver and retires the inputs' forwarding nodes, so inputs that nobody else waits on
+/// can be cancelled. The errors take no lock: each input writes its own slot.
 final class AnyAggregate<Value: Sendable>: @unchecked Sendable {
-  // Safety: every `var` is only accessed while `lock` is held.
-  private let lock = NSLock()
-  private var resolver: Promise<Value>.Resolver?
-  private var errors: [(any Error)?]
-  private var remaining: Int
-  /// The nodes waiting on the inputs, each with its input.
-  private var nodes: [(node: ForwardingNode<Value>, input: Promise<Value>)] = []
+  // Safety: slot `index` of `errors` is written at most once, by the node of input `index`
+  // (one node per index, fired once), before that node decrements `remaining`. The
+  // decrement that reaches zero (acquiring and releasing) therefore sees every slot written,
+  // and only that thread reads them. `deinit` runs after every node has released the
+  // aggregate.
+  /// The result's resolver and the inputs' nodes.
+  let once: OnceResolver<Value>
+  private let errors: UnsafeMutablePointer<(any Error)?>
+  private let count: Int
+  private let remaining: Atomic<Int>
 
   init(count: Int, resolver: Promise<Value>.Resolver) {
-    self.resolver = resolver
-    errors = Array(repeating: nil, count: count)
-    remaining = count
+    once = OnceResolver(resolver, inputs: count)
+    errors = UnsafeMutablePointer<(any Error)?>.allocate(capacity: count)
+    errors.initialize(repeating: nil, count: count)
+    self.count = count
+    remaining = Atomic(count)
   }
 
-  /// Keeps `node` a live observer of its input until the aggregate finishes; returns `node`.
-  func track(_ node: ForwardingNode<Value>, on input: Promise<Value>) -> ForwardingNode<Value> {
-    let tracked = lock.withLock {
-      guard resolver != nil else { return false }
-      nodes.append((node, input))
-      return true
-    }
-    if !tracked { node.retire() }
-    return node
+  deinit {
+    errors.deinitialize(count: count)
+    errors.deallocate()
   }
 
+  /// Settles the result with a value; records a rejection, rejecting the result at the last.
   func receive(_ outcome: Result<Value, any Error>, at index: Int) {
     switch outcome {
     case .success:
-      take()?.resolve(outcome)
+      once.resolve(outcome)
     case .failure(let error):
-      let collected: [any Error]? = lock.withLock {
-        guard resolver != nil else { return nil }
-        errors[index] = error
-        remaining -= 1
-        guard remaining == 0 else { return nil }
-        return errors.map { $0.unsafelyUnwrapped }
+      errors[index] = error
+      guard remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+      let collected = UnsafeMutableBufferPointer(start: errors, count: count).map {
+        $0.unsafelyUnwrapped
       }
-      if let collected {
-        take()?.reject(PromiseError.allRejected(collected))
-      }
+      once.take()?.reject(PromiseError.allRejected(collected))
     }
-  }
-
-  /// Takes the resolver out (once), drops the collected errors and retires the nodes.
-  func take() -> Promise<Value>.Resolver? {
-    let (resolver, nodes) = lock.withLock {
-      defer {
-        self.resolver = nil
-        self.errors = []
-        self.nodes = []
-      }
-      return (self.resolver, self.nodes)
-    }
-    // Retired nodes leave their inputs at once: an input that stays pending (a race's loser,
-    // a shared promise given many timeouts) must not pile them up.
-    for (node, input) in nodes {
-      node.retire()
-      input.unregister(node)
-    }
-    return resolver
   }
 }
 
@@ -93,14 +72,9 @@ extension Promise {
     let (first, resolver) = Promise<Value>.pending(file: file, line: line)
     first.upstream = UpstreamGroup(promises)
     let aggregate = AnyAggregate(count: promises.count, resolver: resolver)
-    first.addCancelHandler { [weak aggregate] in _ = aggregate?.take() }
-    let nodes = promises.indices.map { index in
-      aggregate.track(
-        ForwardingNode<Value> { [aggregate] outcome in aggregate.receive(outcome, at: index) },
-        on: promises[index])
-    }
-    for (promise, node) in zip(promises, nodes) {
-      promise.register(node)
+    aggregate.once.take(whenCancelled: first)
+    aggregate.once.forward(from: promises) { [aggregate] index, outcome in
+      aggregate.receive(outcome, at: index)
     }
     return first
   }

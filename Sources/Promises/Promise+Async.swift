@@ -16,11 +16,10 @@ final class ContinuationNode<Value: Sendable>: _PromiseNode, @unchecked Sendable
 
   override var downstream: Downstream { .none }
 
-  override func fire() -> Unmanaged<_PromiseNode>? {
+  override func fire() {
     let source = self.source.unsafelyUnwrapped
     self.source = nil
     continuation.resume(with: source.settledResult)
-    return nil
   }
 }
 

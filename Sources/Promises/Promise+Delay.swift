@@ -24,20 +24,11 @@ extension Promise {
     // The timer's work holds the resolver (through a box that lets go of it when the promise
     // is cancelled): should a scheduler drop the work without running it, the promise is
     // rejected with `brokenPromise` rather than left pending.
-    let (delayed, resolver) = Promise<Value>.pending(file: file, line: line)
-    delayed.upstream = self
-    let timer = TimerSlot()
-    let box = OnceResolver(resolver)
-    delayed.addCancelHandler { [weak timer, weak box] in
-      timer?.disarm()
-      _ = box?.take()
-    }
+    let (delayed, timer, box) = TimedResult.derived(from: self, file: file, line: line)
     // Cancelling empties the box, which retires the node: the source can then be cancelled.
-    register(
-      box.track(
-        ForwardingNode<Value> { [timer, box] outcome in
-          timer.start(after: duration, on: queue, scheduler: scheduler) { box.resolve(outcome) }
-        }, on: self))
+    box.forward(from: self) { [timer, box] outcome in
+      timer.start(after: duration, on: queue, scheduler: scheduler) { box.resolve(outcome) }
+    }
     return delayed
   }
 }

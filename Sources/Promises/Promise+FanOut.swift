@@ -16,7 +16,9 @@ struct RunningInput<Value: Sendable> {
 /// The bookkeeping of a concurrency-limited fan-out, as a plain value.
 ///
 /// Event methods say what the owner must do; the owner calls them under its lock and acts
-/// after unlocking (starting work, settling the result, cancelling inputs).
+/// after unlocking (starting work, settling the result, cancelling inputs). They never
+/// allocate, and never release a value: storage that is done with is handed to the owner, to
+/// release after unlocking (a value's deinit is user code).
 struct FanOutState<Value: Sendable> {
   /// What to do after an input was fulfilled.
   enum Completion {
@@ -24,12 +26,22 @@ struct FanOutState<Value: Sendable> {
     case none
     /// Start the input at this index.
     case start(Int)
-    /// Every input is fulfilled: fulfil the result with these values, in input order.
-    case fulfill([Value])
+    /// Every input is fulfilled: fulfil the result with these values (all non-`nil`), in
+    /// input order.
+    case fulfill([Value?])
+  }
+
+  /// What a finished fan-out hands over: the inputs still running, in input order (to
+  /// cancel), and the storage to release after unlocking.
+  struct Stop {
+    let running: [RunningInput<Value>?]
+    let values: [Value?]
   }
 
   private var values: [Value?]
-  private var running: [Int: RunningInput<Value>] = [:]
+  /// The running inputs, by index; one slot per input, allocated up front so that starting
+  /// an input never allocates under the lock.
+  private var running: [RunningInput<Value>?]
   private var nextIndex = 0
   private var remaining: Int
   private(set) var isFinished = false
@@ -37,6 +49,7 @@ struct FanOutState<Value: Sendable> {
 
   init(count: Int, limit: Int) {
     values = Array(repeating: nil, count: count)
+    running = Array(repeating: nil, count: count)
     remaining = count
     self.limit = limit
   }
@@ -64,7 +77,7 @@ struct FanOutState<Value: Sendable> {
     remaining -= 1
     if remaining == 0 {
       isFinished = true
-      let collected = values.map { $0.unsafelyUnwrapped }
+      let collected = values
       values = []
       return .fulfill(collected)
     }
@@ -74,14 +87,15 @@ struct FanOutState<Value: Sendable> {
   }
 
   /// Finishes the fan-out after a rejection or a cancellation; returns the inputs still
-  /// running (to cancel), or `nil` if it had already finished.
-  mutating func fail() -> [RunningInput<Value>]? {
+  /// running and the values received, or `nil` if it had already finished.
+  mutating func fail() -> Stop? {
     guard !isFinished else { return nil }
     isFinished = true
-    let stillRunning = running.sorted { $0.key < $1.key }.map(\.value)
-    running = [:]
-    values = []
-    return stillRunning
+    defer {
+      running = []
+      values = []
+    }
+    return Stop(running: running, values: values)
   }
 }
 
@@ -142,47 +156,55 @@ final class FanOut<Value: Sendable>: @unchecked Sendable {
   }
 
   private func fulfilled(_ value: Value, at index: Int) {
-    let (completion, resolver): (FanOutState<Value>.Completion, Promise<[Value]>.Resolver?) =
-      lock.withLock {
-        let completion = state.fulfilled(value, at: index)
-        guard case .fulfill = completion else { return (completion, nil) }
-        return (completion, takeResources())
-      }
+    let (completion, resources): (FanOutState<Value>.Completion, Resources?) = lock.withLock {
+      let completion = state.fulfilled(value, at: index)
+      guard case .fulfill = completion else { return (completion, nil) }
+      return (completion, takeResources())
+    }
     switch completion {
     case .none: break
     case .start(let next): queue.async { [self] in start(next) }
-    case .fulfill(let values): resolver?.fulfill(values)
+    case .fulfill(let values): resources?.resolver?.fulfill(values.map { $0.unsafelyUnwrapped })
     }
   }
 
   /// Rejects the result with `error` and cancels the inputs still running.
   func fail(_ error: any Error) {
-    let (running, resolver) = stop()
+    guard let (stopped, resources) = stop() else { return }
     // Cancel first, so whoever observes the rejection also sees the work cancelled.
-    for input in running { input.cancel() }
-    resolver?.reject(error)
+    for case let input? in stopped.running { input.cancel() }
+    resources.resolver?.reject(error)
   }
 
   /// Stops after the result was cancelled: starts nothing more, cancels what is running.
   func cancel() {
-    let (running, _) = stop()
-    for input in running { input.cancel() }
+    guard let (stopped, _) = stop() else { return }
+    for case let input? in stopped.running { input.cancel() }
   }
 
-  private func stop() -> ([RunningInput<Value>], Promise<[Value]>.Resolver?) {
+  /// Finishes the state and takes the resources out, unless it had finished already.
+  private func stop() -> (FanOutState<Value>.Stop, Resources)? {
     lock.withLock {
-      guard let running = state.fail() else { return ([], nil) }
-      return (running, takeResources())
+      guard let stopped = state.fail() else { return nil }
+      return (stopped, takeResources())
     }
   }
 
-  /// Releases the factories and the resolver; called with `lock` held.
-  private func takeResources() -> Promise<[Value]>.Resolver? {
+  /// The resolver and the factories left uncalled, taken out together when the fan-out ends.
+  private struct Resources {
+    let resolver: Promise<[Value]>.Resolver?
+    /// Released by the caller after unlocking: what the closures capture may run user code
+    /// in its deinit.
+    let factories: [(@Sendable () throws -> Promise<Value>)?]
+  }
+
+  /// Takes the resolver and the factories out; called with `lock` held.
+  private func takeResources() -> Resources {
     defer {
       resolver = nil
       factories = []
     }
-    return resolver
+    return Resources(resolver: resolver, factories: factories)
   }
 }
 

@@ -29,28 +29,39 @@ extension Promise {
     // of it at settlement, so a shared source that stays pending does not keep the timed-out
     // promise alive. Emptying the box (time out, cancellation) retires the node, so the source
     // counts it no more as an observer and can be cancelled.
-    let (limited, resolver) = Promise<Value>.pending(file: file, line: line)
-    limited.upstream = self
-    let timer = TimerSlot()
-    let box = OnceResolver(resolver)
-    limited.addCancelHandler { [weak timer, weak box] in
-      timer?.disarm()
-      _ = box?.take()
+    let (limited, timer, box) = TimedResult.derived(from: self, file: file, line: line)
+    box.forward(from: self) { [box, timer] outcome in
+      box.resolve(outcome)
+      timer.disarm()
     }
-    register(
-      box.track(
-        ForwardingNode<Value> { [box, timer] outcome in
-          box.resolve(outcome)
-          timer.disarm()
-        }, on: self))
     if !limited.isPending { return limited }
     let error = PromiseError.timedOut(after: duration, createdAt: limited.creationSite)
     timer.start(after: duration, on: queue, scheduler: scheduler) { [box] in
       // Taking the resolver retires the forwarding node: the source can then be cancelled.
       guard let resolver = box.take() else { return }
-      let (settled, upstream) = resolver.token.promise.settle(error: error, cancelling: false)
+      let (settled, upstream) = resolver.token.promise.reject(error)
       if settled { Promise.propagateCancellation(from: upstream) }
     }
     return limited
+  }
+}
+
+/// The result of a timer-based operator (`timeout`, `delay`), its timer, and the box that
+/// holds its resolver.
+enum TimedResult {
+  /// Returns a pending promise derived from `source`, with a timer and a resolver box that
+  /// its cancellation disarms and empties.
+  static func derived<Value: Sendable>(
+    from source: Promise<Value>, file: StaticString, line: UInt
+  ) -> (result: Promise<Value>, timer: TimerSlot, box: OnceResolver<Value>) {
+    let (result, resolver) = Promise<Value>.pending(file: file, line: line)
+    result.upstream = source
+    let timer = TimerSlot()
+    let box = OnceResolver(resolver)
+    result.addCancelHandler { [weak timer, weak box] in
+      timer?.disarm()
+      _ = box?.take()
+    }
+    return (result, timer, box)
   }
 }

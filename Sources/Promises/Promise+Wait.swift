@@ -22,42 +22,29 @@ final class SignalNode: _PromiseNode, @unchecked Sendable {
 
   override var downstream: Downstream { .none }
 
-  override func fire() -> Unmanaged<_PromiseNode>? {
+  override func fire() {
     semaphore.signal()
-    return nil
   }
 }
 
-/// Marks queues so `wait` can tell whether it is running on one of them.
-enum QueueIdentity {
-  static let key = DispatchSpecificKey<UInt>()
-  /// Source of marks: never reused, unlike object addresses (a queue created where a released
-  /// queue object lived must not inherit its mark).
-  static let nextMark = Atomic<UInt>(1)
-  static let mainLabel = DispatchQueue.main.label
-
-  /// Whether the calling thread is running `queue` (or a queue that targets it).
-  ///
-  /// Known for the queue a promise drain runs, for the main queue, and for queues this type
-  /// has marked with a dispatch specific. Dispatch's global concurrent queues are never
-  /// reported: waiting on one of their threads blocks one worker, not the queue.
-  static func isCurrent(_ queue: DispatchQueue) -> Bool {
-    if Drain.isDraining(queue) { return true }
-    // Not `===`: on Linux each `DispatchQueue.main` read may return a new wrapper object. The
-    // main thread runs the main queue; other threads may too (an async `main`), which the
-    // queue mark below detects.
-    if queue.label == mainLabel && Thread.isMainThread { return true }
-    if queue.label.hasPrefix("com.apple.root.") { return false }
-    var mark = queue.getSpecific(key: key)
-    if mark == nil {
-      queue.setSpecific(key: key, value: nextMark.wrappingAdd(1, ordering: .relaxed).oldValue)
-      // Re-read: of two threads marking at once, the last write wins for both.
-      mark = queue.getSpecific(key: key)
-    }
-    guard let mark else { return false }
-    return DispatchQueue.getSpecific(key: key) == mark
-  }
+/// Returns whether the calling thread is running `queue` (or a queue that targets it), as far
+/// as `wait` needs to know.
+///
+/// Known for the queue a promise drain runs, for the main queue on the main thread, and for
+/// queues told apart by their marks (`QueueMark`). Dispatch's global concurrent queues are
+/// never reported: waiting on one of their threads blocks one worker, not the queue.
+private func waitingThreadRuns(_ queue: DispatchQueue) -> Bool {
+  if Drain.isDraining(queue) { return true }
+  // Not `===`: on Linux each `DispatchQueue.main` read may return a new wrapper object. The
+  // main thread runs the main queue; other threads may too (an async `main`), which the
+  // queue mark detects.
+  if queue.label == mainQueueLabel && Thread.isMainThread { return true }
+  if queue.label.hasPrefix("com.apple.root.") { return false }
+  return QueueMark.isCurrent(queue)
 }
+
+/// The main queue's label, read once.
+private let mainQueueLabel = DispatchQueue.main.label
 
 extension Promise {
   /// Blocks the calling thread until the promise settles, for at most `timeout` seconds.
@@ -165,7 +152,7 @@ extension Promise {
       // A chain usually runs on one queue: check each run of the same queue once.
       guard let queue, queue !== checked else { return false }
       checked = queue
-      if QueueIdentity.isCurrent(queue) {
+      if waitingThreadRuns(queue) {
         blocked = queue
         return true
       }

@@ -16,63 +16,35 @@ import Synchronization
 /// A promise is `Sendable`: pass it between threads and tasks freely.
 public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   // Safety of `@unchecked Sendable`: every stored `var` below is read and written only while
-  // `lock` is held, with one exception: once the state has left `.pending`, `state.phase`,
-  // `state.error` and `value` never change again, and nodes fired by the settlement read
-  // them without the lock. The settling thread hands those nodes over through a lock release
-  // or a `DispatchQueue.async`, which orders their reads after the writes. `file` and `line`
-  // are constants.
-  // Field order packs the one-byte fields together: a `then` link is one object of 104
-  // bytes, inside glibc's fast allocation path (see `valueWords`).
+  // `lock` is held, with the exceptions that Docs/Design.md, "Invariants", lists and proves
+  // (I2: a settled promise's `state` and value are immutable and read without the lock by
+  // the nodes its settlement fired; I3: the thread firing a claimed link owns its body and
+  // `upstream`). `file` and `line` are constants.
+  // Field order: the state (whose last byte is its phase) first, then the one-byte fields
+  // and the line fill its last word, so that a `then` link is one object of 104 bytes,
+  // inside glibc's fast allocation path (a test checks it: `LinkSizeTests`).
+  @usableFromInline @exclusivity(unchecked) var state: PromiseState
   @usableFromInline let lock = SpinLock()
   @exclusivity(unchecked) var flags: PromiseFlags = []
-  /// Whether a derived promise is in its second phase, adopting another promise's outcome.
-  ///
-  /// Only touched by the thread that fires the node (see `_PromiseNode`).
-  @exclusivity(unchecked) final var isAdopting = false
   /// Mirrors "not pending" for lock-free reads by observers counting live callbacks (reading
   /// another promise's state under its lock while holding ours could deadlock).
   let settledFlag = Atomic<Bool>(false)
   let line: UInt32
-  @usableFromInline @exclusivity(unchecked) var state: PromiseState
-  /// The value once fulfilled, in place (two words) or, when larger, behind a pointer; until
-  /// then, `upstream` and `extras`.
-  ///
-  /// Raw words rather than a `Value?`: in the unspecialized code a node runs, every access
-  /// to an `Optional<Value>` looks its metadata up at run time; `Value`'s own metadata comes
-  /// with the object. The value is initialized exactly when `state.phase == .fulfilled`.
-  /// Before that the words hold two references that a fulfilled promise no longer needs, as
-  /// retained bit patterns (0 for none): `.0` is `upstream`, `.1` is `extras`. Sharing the
-  /// storage keeps a link at 104 bytes (glibc's 112-byte chunks) instead of 120: fewer cache
-  /// lines per link cross between the building and the draining core, and a million-link
-  /// chain needs 15 MiB less (Docs/Performance.md).
-  @usableFromInline @exclusivity(unchecked) final var valueWords: (UInt, UInt) = (0, 0)
+  /// The value once fulfilled; until then, `upstream` and `extras` (see `ValueStorage`).
+  @usableFromInline @exclusivity(unchecked) final var storage = ValueStorage()
   /// The `#fileID` of the creation site (a static, NUL-terminated string).
   let fileStart: UnsafeRawPointer
-
-  final class Extras {
-    var cancelHandlers: [@Sendable () -> Void] = []
-  }
 
   @usableFromInline
   init(queue: DispatchQueue?, file: StaticString, line: UInt, upstream: _PromiseNode? = nil) {
     self.state = PromiseState()
-    if let upstream { self.valueWords.0 = Self.retainedBits(upstream) }
     self.fileStart = UnsafeRawPointer(file.utf8Start)
     self.line = UInt32(truncatingIfNeeded: line)
+    if let upstream { storage.setUpstream(upstream) }
     super.init(queue: queue)
   }
 
   // MARK: References kept while not fulfilled
-
-  @inline(__always)
-  static func retainedBits(_ object: AnyObject) -> UInt {
-    UInt(bitPattern: Unmanaged.passRetained(object).toOpaque())
-  }
-
-  @inline(__always)
-  static func unmanaged<Object: AnyObject>(_ bits: UInt, as _: Object.Type) -> Unmanaged<Object> {
-    Unmanaged<Object>.fromOpaque(UnsafeRawPointer(bitPattern: bits).unsafelyUnwrapped)
-  }
 
   /// The promise this one waits on (its source or the promise it adopted), kept for
   /// cancellation and cycle detection and released at settlement; `nil` once fulfilled.
@@ -82,48 +54,22 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// promise does nothing.
   @usableFromInline
   final var upstream: _PromiseNode? {
-    get { reference(valueWords.0, as: _PromiseNode.self) }
-    set { replaceReference(&valueWords.0, with: newValue) }
+    get { state.phase == .fulfilled ? nil : storage.upstream }
+    set { if state.phase != .fulfilled { storage.setUpstream(newValue) } }
   }
 
   /// Whether `upstream` is set, without retaining it.
   @inline(__always)
-  final var hasUpstream: Bool { valueWords.0 != 0 && state.phase != .fulfilled }
+  final var hasUpstream: Bool {
+    // The word itself, not a copy of the storage: a firing thread reads this without the lock
+    // while a cancellation may write the other word under it.
+    storage.words.0 != 0 && state.phase != .fulfilled
+  }
 
   /// Rarely used parts (cancellation handlers), allocated on demand; `nil` once fulfilled.
-  final var extras: Extras? {
-    get { reference(valueWords.1, as: Extras.self) }
-    set { replaceReference(&valueWords.1, with: newValue) }
-  }
-
-  /// The object a value word holds while the promise is not fulfilled.
-  @inline(__always)
-  private func reference<Object: AnyObject>(_ bits: UInt, as type: Object.Type) -> Object? {
-    guard bits != 0, state.phase != .fulfilled else { return nil }
-    return Self.unmanaged(bits, as: type).takeUnretainedValue()
-  }
-
-  /// Stores `object` in a value word, releasing what it held; does nothing once fulfilled.
-  @inline(__always)
-  private func replaceReference<Object: AnyObject>(_ bits: inout UInt, with object: Object?) {
-    guard state.phase != .fulfilled else { return }
-    let old = bits
-    bits = object.map(Self.retainedBits) ?? 0
-    // Never the last reference where it is set under the lock: every such caller read the
-    // old value first and releases it after unlocking.
-    if old != 0 { Self.unmanaged(old, as: Object.self).release() }
-  }
-
-  /// Moves `upstream` and `extras` out of the value's storage (the caller owns what it gets):
-  /// called under the lock, before a fulfilment stores the value there.
-  @inline(__always)
-  final func takeReferencesBeforeFulfilling() -> (upstream: _PromiseNode?, extras: Extras?) {
-    let (upstreamBits, extrasBits) = valueWords
-    valueWords = (0, 0)
-    let upstream =
-      upstreamBits == 0 ? nil : Self.unmanaged(upstreamBits, as: _PromiseNode.self).takeRetainedValue()
-    let extras = extrasBits == 0 ? nil : Self.unmanaged(extrasBits, as: Extras.self).takeRetainedValue()
-    return (upstream, extras)
+  final var extras: PromiseExtras? {
+    get { state.phase == .fulfilled ? nil : storage.extras }
+    set { if state.phase != .fulfilled { storage.setExtras(newValue) } }
   }
 
   /// Creates a promise that is already fulfilled with `value`.
@@ -140,7 +86,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     self.fileStart = UnsafeRawPointer(file.utf8Start)
     self.line = UInt32(truncatingIfNeeded: line)
     super.init(queue: nil)
-    storeValue(value)
+    storage.initialize(to: value)
   }
 
   /// Creates a promise that is already rejected with `error`.
@@ -201,23 +147,16 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   deinit {
     // A pending promise goes only with its callbacks' chains (they hold it as `upstream`),
     // unless internal code dropped it; either way the list's references must go too.
-    if state.first != nil { state.releaseCallbacks() }
+    if !state.callbacks.isEmpty { state.releaseCallbacks() }
     switch state.phase {
     case .fulfilled:
-      if !(Self.storesValueInline && _isPOD(Value.self)) { destroyValue() }
+      storage.destroy(as: Value.self)
     case .rejected:
-      if valueWords != (0, 0) { releaseReferences() }
+      if storage.isOccupied { storage.releaseReferences() }
       if !flags.contains(.observed) { reportUnhandledRejection() }
     case .pending:
-      if valueWords != (0, 0) { releaseReferences() }
+      if storage.isOccupied { storage.releaseReferences() }
     }
-  }
-
-  /// Drops `upstream` and `extras` of a promise that goes without being fulfilled.
-  private func releaseReferences() {
-    if valueWords.0 != 0 { Self.unmanaged(valueWords.0, as: _PromiseNode.self).release() }
-    if valueWords.1 != 0 { Self.unmanaged(valueWords.1, as: Extras.self).release() }
-    valueWords = (0, 0)
   }
 
   /// Reports a rejection nobody observed (cancellations excepted) to `UnhandledRejection`.
@@ -271,7 +210,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// safety note): only for nodes fired by this promise's settlement, or under the lock.
   final var settledResult: Result<Value, any Error> {
     switch state.phase {
-    case .fulfilled: return .success(loadValue())
+    case .fulfilled: return .success(storage.load(as: Value.self))
     case .rejected: return .failure(state.error.unsafelyUnwrapped)
     case .pending: preconditionFailure("Promises: a callback fired before its promise settled")
     }
@@ -282,68 +221,12 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     guard state.phase == .fulfilled else {
       preconditionFailure("Promises: settledValue read from a promise that is not fulfilled")
     }
-    return loadValue()
+    return storage.load(as: Value.self)
   }
 
-  // MARK: Value storage
-
-  @usableFromInline
-  static var storesValueInline: Bool {
-    MemoryLayout<Value>.size <= MemoryLayout<(UInt, UInt)>.size
-      && MemoryLayout<Value>.alignment <= MemoryLayout<UInt>.alignment
-  }
-
-  /// Initializes the value storage; called once, before the fulfilled state is published.
+  /// A copy of the value; only once fulfilled (see `settledResult`).
   @inline(__always)
-  final func storeValue(_ value: Value) {
-    if Self.storesValueInline {
-      // Pointer arguments rather than `withUnsafe…` closures: in the unspecialized code a
-      // node runs, those closures are not inlined and cost a call and a context each.
-      initializeValue(at: &valueWords, to: value)
-    } else {
-      let box = UnsafeMutablePointer<Value>.allocate(capacity: 1)
-      box.initialize(to: value)
-      valueWords.0 = UInt(bitPattern: box)
-    }
-  }
-
-  /// A copy of the value; only once fulfilled.
-  final func loadValue() -> Value {
-    // From a copy of the words, not `&valueWords`: an inout access counts as a modification,
-    // and concurrent readers of a settled promise would then race. The words are copied bit
-    // for bit; `copyValue` makes the proper (retaining) copy of the value they hold.
-    var words = valueWords
-    if Self.storesValueInline {
-      return copyValue(at: &words)
-    }
-    return UnsafePointer<Value>(bitPattern: words.0).unsafelyUnwrapped.pointee
-  }
-
-  private func destroyValue() {
-    if Self.storesValueInline {
-      // Trivial values (integers, plain structs) need no clean-up.
-      if !_isPOD(Value.self) { destroyValue(at: &valueWords) }
-    } else {
-      let box = UnsafeMutablePointer<Value>(bitPattern: valueWords.0).unsafelyUnwrapped
-      box.deinitialize(count: 1)
-      box.deallocate()
-    }
-  }
-
-  @inline(__always)
-  private func initializeValue(at words: UnsafeMutableRawPointer, to value: Value) {
-    words.initializeMemory(as: Value.self, to: value)
-  }
-
-  @inline(__always)
-  private func copyValue(at words: UnsafeRawPointer) -> Value {
-    words.assumingMemoryBound(to: Value.self).pointee
-  }
-
-  @inline(__always)
-  private func destroyValue(at words: UnsafeMutableRawPointer) {
-    words.assumingMemoryBound(to: Value.self).deinitialize(count: 1)
-  }
+  final func loadValue() -> Value { storage.load(as: Value.self) }
 
   // MARK: The primitive
 
@@ -375,116 +258,134 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     // The outbox (or run list) owns a reference to the node, as a promise's callback list
     // would. A queue node goes to its queue's outbox before unlocking: behind the callbacks
     // the settlement placed under this lock, ahead of any registered after it.
+    let drain = Drain.current
     if let queue = node.queue {
-      node.link = nil
-      Drain.post(Unmanaged.passRetained(node), on: queue)
+      drain._withUnsafeGuaranteedRef { $0.post(Unmanaged.passRetained(node), on: queue) }
       lock.unlock()
+      drain._withUnsafeGuaranteedRef { $0.finishPlacing() }
     } else {
       lock.unlock()
-      node.link = nil
-      Drain.schedule(Unmanaged.passRetained(node))
+      drain._withUnsafeGuaranteedRef { $0.runInternal(Unmanaged.passRetained(node)) }
     }
   }
 
-  /// Fulfils the promise with `value` unless it has settled; schedules its callbacks.
-  @discardableResult
-  final func settle(value: Value) -> Bool {
-    fulfillTakingCallbacks(value).settled
-  }
+  // MARK: Settling
+  //
+  // Two ways to settle, each taking the lock once: `fulfill`, the hot path of every link, and
+  // `reject`, which the `Rejection` says how to carry out. `resolve` picks one for a `Result`.
 
   /// Fulfils the promise with `value` unless it has settled, and schedules its callbacks.
   ///
-  /// The callbacks are placed (`Drain.place`) before unlocking, so none registered later can
-  /// overtake them; internal ones run after unlocking, before this returns. `first` is
-  /// always `nil`: nothing is left for the caller to schedule.
-  final func fulfillTakingCallbacks(_ value: Value) -> (settled: Bool, first: Drain.Node?) {
+  /// The callbacks are placed (`Drain.place`) before unlocking, so that none registered later
+  /// can overtake them (Docs/Design.md, "Invariants", I4); internal ones run after unlocking,
+  /// before this returns.
+  /// - Returns: Whether this call settled the promise.
+  @discardableResult
+  final func fulfill(_ value: Value) -> Bool {
     lock.lock()
     guard state.isPending else {
       lock.unlock()
-      return (false, nil)
+      return false
     }
     // The value takes the place of these two references.
-    let (upstream, extras) = takeReferencesBeforeFulfilling()
-    storeValue(value)
-    guard case .schedule(let first) = state.fulfill() else { preconditionFailure() }
+    let (upstream, extras) = storage.takeReferences()
+    storage.initialize(to: value)
+    guard case .schedule(let callbacks) = state.fulfill() else { preconditionFailure() }
     settledFlag.store(true, ordering: .releasing)
-    guard let first else {
+    guard !callbacks.isEmpty else {
       lock.unlock()
       _ = (upstream, extras)
-      return (true, nil)
+      return true
     }
     let drain = Drain.current
-    drain._withUnsafeGuaranteedRef { $0.place(first) }
+    drain._withUnsafeGuaranteedRef { $0.place(callbacks) }
     lock.unlock()
     // Released here, after unlocking: a deinit they trigger may run user code.
     _ = (upstream, extras)
-    drain._withUnsafeGuaranteedRef { $0.forwardIfNeeded() }
-    return (true, nil)
+    drain._withUnsafeGuaranteedRef { $0.finishPlacing() }
+    return true
   }
 
-  /// Rejects the promise with `error` unless it has settled; schedules its callbacks.
-  @discardableResult
-  final func settle(error: any Error) -> Bool {
-    // Settling twice is common (a resolver released after fulfilling, a losing input): skip
-    // the dynamic cast below when the promise has visibly settled already.
-    if settledFlag.load(ordering: .acquiring) { return false }
-    // Work that rejects itself with `CancellationError` is treated as cancelled.
-    return settle(error: error, cancelling: error is CancellationError).settled
+  /// Who rejects a promise: decides what a rejection does besides settling it.
+  enum Rejection {
+    /// The promise's work failed: a resolver, a callback that threw, an input's rejection, a
+    /// timer. A `CancellationError` from the work counts as a cancellation (handlers run).
+    case failure
+    /// `cancel()`: runs the cancellation handlers and drops the closure of a link that has not
+    /// started. Comes from outside the firing: a link whose body a firing thread has claimed
+    /// keeps its body and `upstream` (Docs/Design.md, "Invariants", I3).
+    case cancellation
+    /// A promise downstream was cancelled: a `cancellation`, made only while no live observer
+    /// waits on this promise any more.
+    case cancellationFromDownstream
+    /// A failure found from outside the firing (the adoption cycle check): no handlers run,
+    /// and a claimed link keeps its `upstream`.
+    case failureFromOutside
   }
 
-  /// Settles the promise with `result` unless it has settled.
-  @discardableResult
-  final func settle(_ result: Result<Value, any Error>) -> Bool {
-    switch result {
-    case .success(let value): return settle(value: value)
-    case .failure(let error): return settle(error: error)
-    }
-  }
-
-  /// Rejects, releasing what the pending promise held; returns its upstream for cancellation.
+  /// Rejects the promise with `error` unless it has settled, and schedules its callbacks.
   ///
-  /// With `cancelling`, runs the cancellation handlers and releases the callback of a link
-  /// that has not started yet (nothing a cancelled link captured stays alive while its source
-  /// is pending: Docs/Design.md, "What a promise keeps, and when it lets go"). With `onlyIfUnobserved`, does nothing while a live observer still
-  /// waits (a cancelled downstream promise cancels its upstream only if nobody else waits).
-  ///
-  /// `fromOutside` marks a cancellation (`cancel()`, `cancelFromDownstream()`), which any
-  /// thread may make at any moment: once a link's body is claimed by the thread firing it, that
-  /// thread owns the body and `upstream` (see `takeSourceIfPending`), and such a cancellation
-  /// leaves both to it.
-  final func settle(
-    error: any Error, cancelling: Bool, onlyIfUnobserved: Bool = false, fromOutside: Bool = false
+  /// Releases what the pending promise held (after unlocking: a deinit may run user code),
+  /// except the `upstream`, which it returns for cancellation to walk on (`nil` when the
+  /// promise had settled, or a claimed link keeps it). A cancellation also releases the
+  /// closure of a link that has not started yet, so nothing a cancelled link captured stays
+  /// alive while its source is pending (Docs/Design.md, "What a promise keeps, and when it
+  /// lets go").
+  @discardableResult
+  final func reject(
+    _ error: any Error, as rejection: Rejection = .failure
   ) -> (settled: Bool, upstream: _PromiseNode?) {
+    let cancelling: Bool
+    switch rejection {
+    case .failure:
+      // Settling twice is common (a resolver released after fulfilling, a losing input): skip
+      // the dynamic cast when the promise has visibly settled already.
+      if settledFlag.load(ordering: .acquiring) { return (false, nil) }
+      cancelling = error is CancellationError
+    case .cancellation, .cancellationFromDownstream: cancelling = true
+    case .failureFromOutside: cancelling = false
+    }
     lock.lock()
-    guard state.isPending, !(onlyIfUnobserved && state.hasLiveObserver),
-      case .schedule(let first) = state.reject(error)
+    guard state.isPending, !(rejection == .cancellationFromDownstream && state.hasLiveObserver),
+      case .schedule(let callbacks) = state.reject(error)
     else {
       lock.unlock()
       return (false, nil)
     }
     settledFlag.store(true, ordering: .releasing)
-    let claimed = fromOutside && flags.contains(.bodyClaimed)
+    let claimed = rejection != .failure && flags.contains(.bodyClaimed)
     let upstream = claimed ? nil : self.upstream
     if !claimed { self.upstream = nil }
     let extras = self.extras
-    // Written only when set: the write is an access to both value words, and a firing thread
-    // that claimed this link reads `upstream`'s word without the lock (see `hasUpstream`).
+    // Written only when set: the write is an access to the storage, and a firing thread that
+    // claimed this link reads `upstream`'s word without the lock (see `hasUpstream`).
     if extras != nil { self.extras = nil }
-    let body = cancelling && !flags.contains(.bodyClaimed) ? detachBody() : nil
-    // Placed before unlocking, like a fulfilment's (see `fulfillTakingCallbacks`).
-    if let first { Drain.place(first) }
+    let body = cancelling && !flags.contains(.bodyClaimed) ? takeBody() : nil
+    // Placed before unlocking, like a fulfilment's.
+    if !callbacks.isEmpty { Drain.place(callbacks) }
     lock.unlock()
     // Released after unlocking: a deinit they trigger may run user code.
     _ = body
     if cancelling, let extras {
       for handler in extras.cancelHandlers { handler() }
     }
-    if first != nil { Drain.forwardIfNeeded() }
+    if !callbacks.isEmpty { Drain.finishPlacing() }
     return (true, upstream)
   }
 
-  /// Takes the user's closure out of a link whose body has not run (called under the lock).
-  func detachBody() -> Any? { nil }
+  /// Settles the promise with `result` unless it has settled.
+  /// - Returns: Whether this call settled the promise.
+  @discardableResult
+  final func resolve(_ result: Result<Value, any Error>) -> Bool {
+    switch result {
+    case .success(let value): return fulfill(value)
+    case .failure(let error): return reject(error).settled
+    }
+  }
+
+  /// Takes the user's closure out of a link whose body has not run, for the caller to release
+  /// (after unlocking, when called under the lock); `nil` for promises that have none.
+  func takeBody() -> Any? { nil }
 
   override final var isLiveObserver: Bool { !settledFlag.load(ordering: .acquiring) }
 
@@ -505,7 +406,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     // From here on the firing thread owns the body and `upstream`: a cancellation neither
     // detaches the one nor releases the other, so the source needs no retain of its own.
     flags.insert(.bodyClaimed)
-    return Self.unmanaged(valueWords.0, as: _PromiseNode.self)
+    return storage.unmanagedUpstream.unsafelyUnwrapped
   }
 
   final func setUpstream(_ node: _PromiseNode) {
@@ -520,8 +421,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// Removes `node` from the callbacks waiting on this promise, if it is still there.
   ///
   /// For a waiter that gives up (a timed-out `wait`): what it registered must not pile up in
-  /// a promise that stays pending. Walks the list (newest first, so a node registered just
-  /// before is found at once).
+  /// a promise that stays pending. Walks the list from its oldest node.
   /// - Returns: Whether the node was removed; `false` if the promise settled meanwhile and the
   ///   node has been (or is being) fired.
   @discardableResult
@@ -540,11 +440,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     guard state.isPending else { return }
-    var node = state.head
-    while let current = node {
-      body(current)
-      node = current.next
-    }
+    state.callbacks.forEach(body)
   }
 
   /// This promise's pending state, queue and upstream, read together under its lock.
@@ -563,7 +459,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// the inputs of `all`, `race` and `timeout` — when this promise was its only observer.
   /// Does nothing if the promise has already settled.
   public func cancel() {
-    let (settled, upstream) = settle(error: CancellationError(), cancelling: true, fromOutside: true)
+    let (settled, upstream) = reject(CancellationError(), as: .cancellation)
     guard settled else { return }
     Promise.propagateCancellation(from: upstream)
   }
@@ -577,18 +473,31 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   }
 
   override func cancelFromDownstream() -> _PromiseNode? {
-    let (settled, upstream) = settle(
-      error: CancellationError(), cancelling: true, onlyIfUnobserved: true, fromOutside: true)
+    let (settled, upstream) = reject(CancellationError(), as: .cancellationFromDownstream)
     return settled ? upstream : nil
   }
 
   final func addCancelHandler(_ handler: @escaping @Sendable () -> Void) {
-    lock.lock()
-    if state.isPending {
-      if extras == nil { extras = Extras() }
-      extras!.cancelHandlers.append(handler)
+    // The first handler's storage is allocated before locking: nothing allocates under the
+    // lock but the rare second handler's array growth.
+    var fresh: PromiseExtras?
+    while true {
+      lock.lock()
+      guard state.isPending else { break }
+      if let extras {
+        extras.cancelHandlers.append(handler)
+        lock.unlock()
+        return
+      }
+      if let fresh {
+        extras = fresh
+        lock.unlock()
+        return
+      }
       lock.unlock()
-      return
+      let extras = PromiseExtras()
+      extras.cancelHandlers.append(handler)
+      fresh = extras
     }
     let cancelled = state.error is CancellationError
     lock.unlock()
@@ -644,7 +553,7 @@ final class ResolverToken<Value: Sendable>: Sendable {
     // Most promises have settled by the time their last resolver goes: build the error (its
     // creation site is a `String`) only for one that is still pending.
     guard promise.isLiveObserver else { return }
-    promise.settle(error: PromiseError.brokenPromise(createdAt: promise.creationSite))
+    promise.reject(PromiseError.brokenPromise(createdAt: promise.creationSite))
   }
 }
 
@@ -665,17 +574,17 @@ extension Promise {
 
     /// Fulfils the promise with `value` if it is still pending.
     public func fulfill(_ value: Value) {
-      token.promise.settle(value: value)
+      token.promise.fulfill(value)
     }
 
     /// Rejects the promise with `error` if it is still pending.
     public func reject(_ error: any Error) {
-      token.promise.settle(error: error)
+      token.promise.reject(error)
     }
 
     /// Settles the promise with `result` if it is still pending.
     public func resolve(_ result: Result<Value, any Error>) {
-      token.promise.settle(result)
+      token.promise.resolve(result)
     }
 
     /// Registers work to run if the promise is cancelled before it settles.

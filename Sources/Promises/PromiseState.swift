@@ -2,8 +2,8 @@
 ///
 /// `register`, `fulfill` and `reject` only compute what must happen; the promise that owns
 /// the state calls them under its lock and carries out the returned action after unlocking,
-/// so user code never runs under a lock. Callbacks are `_PromiseNode`s linked through
-/// `link`, newest first while pending; settling hands them back in registration order. The
+/// so user code never runs under a lock. Callbacks are `_PromiseNode`s in a `NodeList`, in
+/// registration order; settling hands the list back. The
 /// list owns one reference to each node (taken by `register`); `fulfill` and `reject` pass
 /// those references on with the list, and the owner of a state that is dropped while
 /// callbacks still wait must call `releaseCallbacks()`.
@@ -37,19 +37,19 @@ struct PromiseState {
     /// The promise had already settled; the new outcome is dropped (a promise settles once:
     /// Docs/Design.md, "The state machine").
     case ignored
-    /// Schedule these callbacks, in registration order (`nil` when there are none); the
-    /// caller now owns the list's references.
-    case schedule(first: Unmanaged<_PromiseNode>?)
+    /// Schedule these callbacks, in registration order (an empty list when there are none);
+    /// the caller now owns the list's references.
+    case schedule(NodeList)
   }
 
-  @usableFromInline private(set) var phase: Phase
-  /// The most recently registered callback while pending; `nil` once settled.
-  @usableFromInline private(set) var first: Unmanaged<_PromiseNode>?
-
-  /// The most recently registered callback, for inspection.
-  var head: _PromiseNode? { first?.takeUnretainedValue() }
+  // Field order: the list and the error first, the one-byte phase last, so that the promise's
+  // own one-byte fields, which follow the state, fill the rest of its last word (a link stays
+  // at 104 bytes, inside glibc's 112-byte chunks).
+  /// The callbacks waiting, in registration order, while pending; empty once settled.
+  @usableFromInline private(set) var callbacks = NodeList()
   /// The rejection error, once rejected.
   @usableFromInline private(set) var error: (any Error)?
+  @usableFromInline private(set) var phase: Phase
 
   @usableFromInline
   init() {
@@ -75,32 +75,23 @@ struct PromiseState {
   var isPending: Bool { phase == .pending }
 
   /// The number of callbacks waiting (0 once settled).
-  var waitingCount: Int {
-    var count = 0
-    var node = head
-    while let current = node {
-      count += 1
-      node = current.next
-    }
-    return count
-  }
+  var waitingCount: Int { callbacks.count }
 
   /// Whether a waiting callback still needs this promise (see `_PromiseNode.isLiveObserver`).
-  var hasLiveObserver: Bool {
-    var node = head
-    while let current = node {
-      if current.isLiveObserver { return true }
-      node = current.next
-    }
-    return false
-  }
+  ///
+  /// A walk, made under the promise's lock by a cancellation from downstream only: the answer
+  /// must hold until the rejection is stored, or a callback registered meanwhile would be
+  /// cancelled with it. It stops at the first live node and reads only atomic flags
+  /// (`settledFlag`, a forwarding node's retirement), never another promise's lock. Nothing
+  /// cheaper was found that needs no field: a count of live callbacks cannot be kept, since
+  /// callbacks stop being live (a cancelled link) without touching this promise.
+  var hasLiveObserver: Bool { callbacks.contains { $0.isLiveObserver } }
 
   /// Stores `node` to run at settlement, or tells the caller to run it now.
   @usableFromInline @inline(__always)
   mutating func register(_ node: _PromiseNode) -> RegisterAction {
     guard phase == .pending else { return .runNow }
-    node.link = first
-    first = Unmanaged.passRetained(node)
+    callbacks.append(Unmanaged.passRetained(node))
     return .stored
   }
 
@@ -109,7 +100,7 @@ struct PromiseState {
   mutating func fulfill() -> ResolveAction {
     guard phase == .pending else { return .ignored }
     phase = .fulfilled
-    return .schedule(first: takeCallbacks())
+    return .schedule(callbacks.takeAll())
   }
 
   /// Marks the state rejected with `error`; returns the callbacks to run.
@@ -117,57 +108,18 @@ struct PromiseState {
     guard phase == .pending else { return .ignored }
     phase = .rejected
     self.error = error
-    return .schedule(first: takeCallbacks())
-  }
-
-  /// Empties the list, reversing the newest-first links into registration order.
-  @inline(__always)
-  private mutating func takeCallbacks() -> Unmanaged<_PromiseNode>? {
-    var reversed: Unmanaged<_PromiseNode>?
-    var node = first
-    first = nil
-    while let current = node {
-      current._withUnsafeGuaranteedRef { current in
-        node = current.link
-        current.link = reversed
-      }
-      reversed = current
-    }
-    return reversed
+    return .schedule(callbacks.takeAll())
   }
 
   /// Unlinks `node` from the list; the caller takes over the list's reference to it.
   ///
   /// - Returns: Whether `node` was in the list.
   mutating func remove(_ node: _PromiseNode) -> Bool {
-    guard let head = first else { return false }
-    if head.toOpaque() == Unmanaged.passUnretained(node).toOpaque() {
-      first = node.link
-      node.link = nil
-      return true
-    }
-    var previous = head.takeUnretainedValue()
-    while let current = previous.link {
-      if current.toOpaque() == Unmanaged.passUnretained(node).toOpaque() {
-        previous.link = node.link
-        node.link = nil
-        return true
-      }
-      previous = current.takeUnretainedValue()
-    }
-    return false
+    callbacks.remove(node)
   }
 
   /// Drops the references the list holds, for a state dropped while callbacks still wait.
   mutating func releaseCallbacks() {
-    var node = first
-    first = nil
-    while let current = node {
-      node = current._withUnsafeGuaranteedRef { current in
-        defer { current.link = nil }
-        return current.link
-      }
-      current.release()
-    }
+    callbacks.releaseAll()
   }
 }

@@ -25,6 +25,23 @@ public protocol PromiseScheduler: Sendable {
   func schedule(
     after delay: Duration, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void
   ) -> any ScheduledWork
+
+  /// Returns the current time on this scheduler's clock, measured from an origin of its own.
+  ///
+  /// Only differences between two readings mean something: code that checks whether some
+  /// work still fits before a timer of this scheduler fires (PromiseHTTP's retry before a
+  /// deadline) subtracts readings. The default implementation reads the monotonic clock
+  /// (`DispatchTime`), right for any scheduler whose timers run in real time;
+  /// `VirtualTimeScheduler` returns its virtual time. Implement it when your timers run on a
+  /// clock of their own, so that readings agree with them.
+  var now: Duration { get }
+}
+
+extension PromiseScheduler {
+  /// Returns the monotonic clock's reading (`DispatchTime.now()`), for real-time schedulers.
+  public var now: Duration {
+    .nanoseconds(Int64(clamping: DispatchTime.now().uptimeNanoseconds))
+  }
 }
 
 /// Identifies work scheduled on a `PromiseScheduler`, so that it can be cancelled.

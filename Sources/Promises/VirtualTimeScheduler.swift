@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 
 /// Runs timers on a clock that moves only when you advance it: instant, exact timers for tests.
 ///
@@ -176,19 +175,20 @@ public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
   }
 
   /// The pending work, earliest first, each as "at DEADLINE on 'QUEUE LABEL'".
+  ///
+  /// Built after unlocking from a copy of the list (copying an array allocates nothing).
+  /// `deadline` is only written before an item is published, so reading it here is safe.
   var pendingWorkDescriptions: [String] {
-    lock.withLock { items.map { "at \($0.deadline) on '\($0.queue.label)'" } }
+    lock.withLock { items }.map { "at \($0.deadline) on '\($0.queue.label)'" }
   }
 
   /// The queues that pending work will run on, each once.
   var pendingWorkQueues: [DispatchQueue] {
-    lock.withLock {
-      var queues: [DispatchQueue] = []
-      for item in items where !queues.contains(where: { $0 === item.queue }) {
-        queues.append(item.queue)
-      }
-      return queues
+    var queues: [DispatchQueue] = []
+    for item in lock.withLock({ items }) where !queues.contains(where: { $0 === item.queue }) {
+      queues.append(item.queue)
     }
+    return queues
   }
 
   // MARK: Internals
@@ -251,7 +251,8 @@ private struct PendingWaiter {
 /// One work item of a `VirtualTimeScheduler`.
 private final class VirtualTimeItem: ScheduledWork, @unchecked Sendable {
   // Safety: `deadline` and `sequence` are written once, under the scheduler's lock, before the
-  // item is published in its list, and only read under that lock afterwards. `work` is only
+  // item is published in its list, and never written again: readers find the item through the
+  // list, under that lock or in a copy taken under it, so the write happened before. `work` is only
   // accessed while `lock` is held. `queue` is a constant, `scheduler` is a weak reference.
   private let lock = NSLock()
   private weak var scheduler: VirtualTimeScheduler?
@@ -290,28 +291,5 @@ private final class VirtualTimeItem: ScheduledWork, @unchecked Sendable {
   func cancel() {
     guard take() != nil else { return }
     scheduler?.remove(self)
-  }
-}
-
-/// Tells whether the calling thread is running a given queue, by marking queues with a unique
-/// number (a queue-specific value).
-///
-/// Not by address: on Linux `DispatchQueue.global()` returns a new wrapper object at each call,
-/// whose address a later queue may reuse, while the mark set through it stays on the global
-/// queue, which every cooperative-pool thread runs.
-private enum QueueMark {
-  static let key = DispatchSpecificKey<UInt64>()
-  static let counter = Atomic<UInt64>(0)
-
-  static func isCurrent(_ queue: DispatchQueue) -> Bool {
-    let mark: UInt64
-    if let existing = queue.getSpecific(key: key) {
-      mark = existing
-    } else {
-      let fresh = counter.wrappingAdd(1, ordering: .relaxed).newValue
-      queue.setSpecific(key: key, value: fresh)
-      mark = queue.getSpecific(key: key) ?? fresh
-    }
-    return DispatchQueue.getSpecific(key: key) == mark
   }
 }

@@ -4,6 +4,10 @@ import PromiseHTTP
 import Promises
 import Testing
 
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
 @Suite("Authenticator", .timeLimit(.minutes(1)))
 struct AuthenticatorTests {
   /// Routes: `POST /token` issues `t1`, `t2`, …; `GET /data` accepts only the newest token.
@@ -111,6 +115,43 @@ struct AuthenticatorTests {
       #expect(status == 401)
       #expect(headers["www-authenticate"] == "Basic realm=\"api\"")
       #expect(elapsed < .seconds(10))
+    }
+  }
+
+  // MARK: As a step, without a server
+
+  @Test func asAStepItAttachesItsTokenAndReplaysOnlyTheFirst401OfARequest() async throws {
+    let fetches = Counter()
+    let authenticator = TokenAuthenticator { Promise("token-\(fetches.next())") }
+    let url = try #require(URL(string: "http://127.0.0.1:9/x"))
+    let first = HTTPAttempt(number: 1, method: .get, remaining: .seconds(5))
+    let sent = try await authenticator.adapt(URLRequest(url: url), for: first).value
+    #expect(sent.value(forHTTPHeaderField: "Authorization") == "Bearer token-1")
+    var own = URLRequest(url: url)
+    own.setValue("Basic mine", forHTTPHeaderField: "Authorization")
+    #expect(
+      try await authenticator.adapt(own, for: first).value.value(forHTTPHeaderField: "Authorization")
+        == "Basic mine")
+
+    let unauthorized = Result<HTTPResponse, HTTPError>.success(
+      HTTPResponse(statusCode: 401, headers: [:], requestURL: url))
+    guard case .replay = try await authenticator.decide(unauthorized, for: sent, attempt: first).value else {
+      Issue.record("the first 401 was not replayed")
+      return
+    }
+    let replayed = HTTPAttempt(number: 1, replays: 1, method: .get, remaining: .seconds(4))
+    let resent = try await authenticator.adapt(URLRequest(url: url), for: replayed).value
+    #expect(resent.value(forHTTPHeaderField: "Authorization") == "Bearer token-2")
+    guard case .proceed = try await authenticator.decide(unauthorized, for: resent, attempt: replayed).value
+    else {
+      Issue.record("a second 401 was replayed")
+      return
+    }
+    let fine = Result<HTTPResponse, HTTPError>.success(
+      HTTPResponse(statusCode: 200, headers: [:], requestURL: url))
+    guard case .proceed = try await authenticator.decide(fine, for: sent, attempt: first).value else {
+      Issue.record("a 200 was not passed on")
+      return
     }
   }
 }

@@ -6,50 +6,51 @@ import Testing
 
 @Suite("Deadline", .timeLimit(.minutes(1)))
 struct DeadlineTests {
-  /// Generous: the machine is shared and has two cores; the deadline itself is what is tested.
-  let margin: Duration = .seconds(3)
+  // MARK: On virtual time: exact, and no wall-clock wait
+  //
+  // The timeouts are of several seconds although no test waits for them: libcurl's own
+  // timeout, set 1 s beyond what is left of the client's deadline, is a backstop in real time,
+  // and a request must not meet it while a loaded machine gets the test to `advance`.
 
-  @Test func deadlinesAreNotRoundedToWholeSeconds() async throws {
+  @Test func deadlinesAreExactToTheMillisecondNotRoundedToWholeSeconds() async throws {
     try await withServer({ router in
       router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .seconds(20)) }
     }) { server in
-      // libcurl would truncate 1.5 s to 1 s (and report a transport error); the client's own
-      // timer waits the full 1.5 s and reports `timedOut`.
-      let client = server.client(timeout: .milliseconds(1500))
-      let (result, elapsed) = await outcome(of: client.get("slow"))
-      report("slow headers (deadline 1.5 s, not rounded to 1 s)", result, elapsed)
-      guard case .timedOut(_, let deadline)? = httpError(result) else { return }
-      #expect(deadline == .milliseconds(1500))
-      #expect(elapsed >= .milliseconds(1450))
-      #expect(elapsed < .milliseconds(1500) + margin)
-    }
-  }
-
-  @Test func slowHeadersTimeOutAtTheClientsDeadline() async throws {
-    try await withServer({ router in
-      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .seconds(20)) }
-    }) { server in
-      let client = server.client(timeout: .milliseconds(300))
-      let (result, elapsed) = await outcome(of: client.get("slow"))
-      report("slow headers (deadline 300 ms)", result, elapsed)
-      guard case .timedOut(let url, let deadline)? = httpError(result) else { return }
-      #expect(deadline == .milliseconds(300))
+      // libcurl would truncate 10.5 s to 10 s; the client's own timer ends it at 10.5 s exactly.
+      let clock = VirtualTimeScheduler()
+      let client = server.client(timeout: .milliseconds(10_500), scheduler: clock)
+      let request = client.get("slow")
+      #expect(await server.arrived(1))
+      clock.advance(by: .milliseconds(10_499))
+      #expect(request.isPending)
+      clock.advance(by: .milliseconds(1))
+      let (result, _) = await outcome(of: request)
+      guard case .timedOut(let url, let deadline)? = httpError(result) else {
+        Issue.record("expected a timeout, got \(result)")
+        return
+      }
+      #expect(deadline == .milliseconds(10_500))
       #expect(url?.path == "/slow")
-      #expect(elapsed < .milliseconds(300) + margin)
     }
   }
 
   @Test func aTrickledBodyPastTheDeadlineTimesOut() async throws {
     try await withServer({ router in
       router.on("GET", "/trickle") { _ in
-        .trickle(.text(String(repeating: "x", count: 1000)), chunkSize: 10, interval: .milliseconds(50))
+        .trickle(.text(String(repeating: "x", count: 1000)), chunkSize: 10, interval: .milliseconds(200))
       }
     }) { server in
-      let client = server.client(timeout: .milliseconds(400))
-      let (result, elapsed) = await outcome(of: client.get("trickle"))
-      report("trickled body past deadline (400 ms)", result, elapsed)
-      guard case .timedOut? = httpError(result) else { return }
-      #expect(elapsed < .milliseconds(400) + margin)
+      let clock = VirtualTimeScheduler()
+      // The body takes 20 s to trickle in; the 10 s deadline passes when the clock says so.
+      let request = server.client(timeout: .seconds(10), scheduler: clock).get("trickle")
+      #expect(await server.arrived(1))
+      clock.advance(by: .seconds(10))
+      let (result, elapsed) = await outcome(of: request)
+      report("trickled body past deadline (10 s, virtual)", result, elapsed)
+      guard case .timedOut? = httpError(result) else {
+        Issue.record("expected a timeout, got \(result)")
+        return
+      }
     }
   }
 
@@ -58,17 +59,22 @@ struct DeadlineTests {
       router.on("GET", "/first") { _ in .respond(.text("1")) }
       router.on("GET", "/second") { _ in .slowHeaders(.text("2"), delay: .seconds(20)) }
     }) { server in
-      // The client's own timeout is 30 s: only the chain's deadline can end this within a second.
-      let client = server.client(timeout: .seconds(30))
-      let deadline = Deadline.after(.seconds(1))
+      // The client's own timeout is 60 s: only the chain's deadline can end this at 20 s.
+      let clock = VirtualTimeScheduler()
+      let client = server.client(timeout: .seconds(60), scheduler: clock)
+      let deadline = Deadline.after(.seconds(20))
       let chain = client.get("first", deadline: deadline).then { _ in
         client.get("second", deadline: deadline)
       }
-      let (result, elapsed) = await outcome(of: chain)
-      report("chain deadline (1 s over two requests)", result, elapsed)
-      guard case .timedOut(_, let allowed)? = httpError(result) else { return }
-      #expect(allowed == .seconds(1))
-      #expect(elapsed < .seconds(1) + margin)
+      #expect(await server.arrived(2))
+      // The second request got what was left of the deadline in real time, on virtual time.
+      clock.advance(by: .seconds(20))
+      let (result, _) = await outcome(of: chain)
+      guard case .timedOut(_, let allowed)? = httpError(result) else {
+        Issue.record("expected a timeout, got \(result)")
+        return
+      }
+      #expect(allowed == .seconds(20))
     }
   }
 
@@ -76,10 +82,57 @@ struct DeadlineTests {
     try await withServer({ router in
       router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .seconds(20)) }
     }) { server in
-      let client = server.client(timeout: .milliseconds(200))
-      let (result, _) = await outcome(of: client.get("slow", deadline: .after(.seconds(30))))
-      guard case .timedOut(_, let allowed)? = httpError(result) else { return }
-      #expect(allowed == .milliseconds(200))
+      let clock = VirtualTimeScheduler()
+      let client = server.client(timeout: .seconds(20), scheduler: clock)
+      let request = client.get("slow", deadline: .after(.seconds(40)))
+      #expect(await server.arrived(1))
+      let (result, _) = await outcome(of: request.timeoutOnVirtualClock(clock, after: .seconds(20)))
+      guard case .timedOut(_, let allowed)? = httpError(result) else {
+        Issue.record("expected a timeout, got \(result)")
+        return
+      }
+      #expect(allowed == .seconds(20))
+    }
+  }
+
+  @Test func aServerThatNeverAnswersTimesOutAsSoonAsTheClockPassesTheTimeout() async throws {
+    try await withServer({ router in
+      router.on("GET", "/never") { _ in .slowHeaders(.text("late"), delay: .seconds(20)) }
+    }) { server in
+      let clock = VirtualTimeScheduler()
+      let request = server.client(timeout: .seconds(30), scheduler: clock).get("never")
+      #expect(await server.arrived(1))
+      // 30 s of timeout in no time at all: the timer fires when the clock passes it.
+      let (result, elapsed) = await outcome(of: request.timeoutOnVirtualClock(clock, after: .seconds(30)))
+      guard case .timedOut(_, let allowed)? = httpError(result) else {
+        Issue.record("expected a timeout, got \(result)")
+        return
+      }
+      #expect(allowed == .seconds(30))
+      #expect(elapsed < .seconds(20))
+      #expect(clock.pendingCount == 0)
+    }
+  }
+
+  // MARK: On the default clock: real time is wired
+
+  @Test func slowHeadersTimeOutAtTheClientsDeadlineInRealTime() async throws {
+    try await withServer({ router in
+      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .seconds(20)) }
+    }) { server in
+      let client = server.client(timeout: .milliseconds(300))
+      let start = ContinuousClock.now
+      let (result, elapsed) = await outcome(of: client.get("slow"), since: start)
+      report("slow headers (deadline 300 ms, real time)", result, elapsed)
+      guard case .timedOut(let url, let deadline)? = httpError(result) else {
+        Issue.record("expected a timeout, got \(result)")
+        return
+      }
+      #expect(deadline == .milliseconds(300))
+      #expect(url?.path == "/slow")
+      #expect(elapsed >= .milliseconds(290))
+      // The server holds the headers for 20 s: only the client's timer ends it sooner.
+      #expect(elapsed < .seconds(15))
     }
   }
 
@@ -90,5 +143,29 @@ struct DeadlineTests {
     #expect(Deadline.after(.zero).hasPassed)
     #expect(Deadline.after(.seconds(1)) < deadline)
     #expect(!Deadline.distantFuture.hasPassed)
+  }
+
+  @Test func schedulersReportTheTimeOfTheirOwnClock() {
+    let clock = VirtualTimeScheduler()
+    let virtual: any PromiseScheduler = clock
+    #expect(virtual.now == .zero)
+    clock.advance(by: .seconds(90))
+    #expect(virtual.now == .seconds(90))
+    // The default reading is the monotonic clock, between two readings taken around it.
+    let real: any PromiseScheduler = DispatchTimeScheduler()
+    let before = Duration.nanoseconds(Int64(DispatchTime.now().uptimeNanoseconds))
+    let reading = real.now
+    let after = Duration.nanoseconds(Int64(DispatchTime.now().uptimeNanoseconds))
+    #expect(before <= reading && reading <= after)
+  }
+}
+
+extension Promise {
+  /// Advances `clock` by `delay` and returns this promise, for a request whose deadline is due
+  /// then: it has settled by the time `advance` returns.
+  func timeoutOnVirtualClock(_ clock: VirtualTimeScheduler, after delay: Duration) -> Promise {
+    clock.advance(by: delay)
+    #expect(!isPending, "not settled when the virtual clock passed \(delay)")
+    return self
   }
 }

@@ -93,7 +93,7 @@ struct HTTPClientTests {
     // another test starts meanwhile).
     let closed = try ClosedPort()
     let port = closed.port
-    let client = HTTPClient(baseURL: closed.baseURL, retryPolicy: .none)
+    let client = HTTPClient(baseURL: closed.baseURL, configuration: .init(retryPolicy: .none))
     let (result, elapsed) = await outcome(of: client.get("x"))
     withExtendedLifetime(closed) {}
     report("connection refused", result, elapsed)
@@ -139,7 +139,8 @@ struct HTTPClientTests {
     }) { server in
       let configuration = URLSessionConfiguration.ephemeral
       configuration.httpAdditionalHeaders = ["X-From-Configuration": "yes"]
-      let client = HTTPClient(baseURL: server.baseURL, configuration: configuration)
+      let client = HTTPClient(
+        baseURL: server.baseURL, configuration: .init(sessionConfiguration: configuration))
       _ = try await client.get("c").value
       let session = URLSession(configuration: configuration)
       let fromSession = HTTPClient(baseURL: server.baseURL, session: session)

@@ -16,7 +16,8 @@ struct HTTPPathTests {
     try await withServer({ router in
       router.on("GET", "/api/users/..%2Fadmin") { _ in .respond(.text("user")) }
     }) { server in
-      let client = HTTPClient(baseURL: server.baseURL.appendingPathComponent("api"), retryPolicy: .none)
+      let client = HTTPClient(
+        baseURL: server.baseURL.appendingPathComponent("api"), configuration: .init(retryPolicy: .none))
       _ = try await client.get(HTTPPath(segments: "users", "../admin").string).value
       #expect(server.requests.map(\.path) == ["/api/users/..%2Fadmin"])
     }
@@ -24,7 +25,8 @@ struct HTTPPathTests {
 
   @Test func dotSegmentsAreRefusedBeforeSending() async throws {
     try await withServer({ _ in }) { server in
-      let client = HTTPClient(baseURL: server.baseURL.appendingPathComponent("api"), retryPolicy: .none)
+      let client = HTTPClient(
+        baseURL: server.baseURL.appendingPathComponent("api"), configuration: .init(retryPolicy: .none))
       for path in [HTTPPath(segments: "users", "..").string, "../admin", "a/./b", "%2e%2E/x", "."] {
         let (result, _) = await outcome(of: client.get(path))
         guard case .invalidRequest(let what)? = httpError(result) else { continue }

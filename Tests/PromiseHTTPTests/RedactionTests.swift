@@ -29,7 +29,7 @@ struct RedactionTests {
       var base = try #require(URLComponents(url: server.baseURL, resolvingAgainstBaseURL: false))
       base.user = "alice"
       base.password = "pa55word"
-      let client = HTTPClient(baseURL: try #require(base.url), retryPolicy: .none)
+      let client = HTTPClient(baseURL: try #require(base.url), configuration: .init(retryPolicy: .none))
       let (result, _) = await outcome(
         of: client.get("private", headers: ["Authorization": "Bearer s3cret", "Cookie": "id=s3cret"]))
       let error = try #require(httpError(result))
@@ -46,7 +46,8 @@ struct RedactionTests {
     // A reserved port nothing listens on, so the request fails in transport.
     let closed = try ClosedPort()
     let client = HTTPClient(
-      baseURL: URL(string: "http://bob:pa55word@127.0.0.1:\(closed.port)/")!, retryPolicy: .none)
+      baseURL: URL(string: "http://bob:pa55word@127.0.0.1:\(closed.port)/")!,
+      configuration: .init(retryPolicy: .none))
     let (result, _) = await outcome(of: client.get("x"))
     withExtendedLifetime(closed) {}
     let error = try #require(httpError(result))
@@ -75,7 +76,8 @@ struct RedactionTests {
     let url = try #require(URL(string: "http://dave:pa55word@127.0.0.1:9/api/"))
     let authenticator = TokenAuthenticator { Promise("s3cret") }
     let client = HTTPClient(
-      baseURL: url, defaultHeaders: ["Authorization": "Bearer s3cret"], authenticator: authenticator)
+      baseURL: url,
+      configuration: .init(defaultHeaders: ["Authorization": "Bearer s3cret"], authenticator: authenticator))
     let request = HTTPRequest(
       path: "x", headers: ["Cookie": "id=s3cret", "Proxy-Authorization": "Basic s3cret"])
     let response = HTTPResponse(

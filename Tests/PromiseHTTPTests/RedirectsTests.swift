@@ -97,7 +97,7 @@ struct RedirectsTests {
       try await withServer({ _ in }) { other in
         let target = origin.baseURL.appendingPathComponent("ok").absoluteString
         other.router.on("GET", "/away") { _ in .respond(.redirect(to: target)) }
-        let client = HTTPClient(baseURL: other.baseURL, retryPolicy: .none)
+        let client = HTTPClient(baseURL: other.baseURL, configuration: .init(retryPolicy: .none))
         _ = try await client.get("away", headers: Self.credentials).value
         #expect(origin.requests.last?.header("Authorization") == nil)
       }
@@ -185,12 +185,13 @@ struct RedirectsTests {
       let tokens = server.client()
       let authenticator = TokenAuthenticator { tokens.post("token").text() }
       let client = HTTPClient(
-        baseURL: server.baseURL, defaultHeaders: ["Authorization": "Bearer s3cret", "X-App": "story"],
-        retryPolicy: .none)
+        baseURL: server.baseURL,
+        configuration: .init(
+          defaultHeaders: ["Authorization": "Bearer s3cret", "X-App": "story"], retryPolicy: .none))
       let elsewhere = server.server.secondBaseURL.appendingPathComponent("ok").absoluteString
       _ = try await client.get(elsewhere).value
       let authenticated = HTTPClient(
-        baseURL: server.baseURL, retryPolicy: .none, authenticator: authenticator)
+        baseURL: server.baseURL, configuration: .init(retryPolicy: .none, authenticator: authenticator))
       _ = try await authenticated.get(elsewhere).value
       let arrived = server.requests.filter { $0.host == "127.0.0.2" }
       #expect(arrived.count == 2)
@@ -303,7 +304,9 @@ struct RedirectsTests {
       configuration.httpAdditionalHeaders = [
         "Authorization": "Bearer s3cret", "x-api-key": "k-s3cret", "X-App": "story",
       ]
-      let client = HTTPClient(baseURL: server.baseURL, configuration: configuration, retryPolicy: .none)
+      let client = HTTPClient(
+        baseURL: server.baseURL, configuration: .init(sessionConfiguration: configuration, retryPolicy: .none)
+      )
       _ = try await client.get("away").value
       _ = try await client.get(other).value
       let home = try #require(server.requests.first)

@@ -26,11 +26,14 @@ struct RequestQueueTests {
   /// Returns a client of `server` without retries, with the queue settings given.
   static func client(
     _ server: TestServer, timeout: Duration = .seconds(30), limit: Int? = nil,
-    maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait
+    maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
+    scheduler: any PromiseScheduler = PromiseSchedulers.default
   ) -> HTTPClient {
     HTTPClient(
-      baseURL: server.baseURL, retryPolicy: .none, timeout: timeout, maximumConcurrentRequestsPerHost: limit,
-      maximumQueueWait: maximumQueueWait)
+      baseURL: server.baseURL,
+      configuration: .init(
+        retryPolicy: .none, timeout: timeout, maximumConcurrentRequestsPerHost: limit,
+        maximumQueueWait: maximumQueueWait, scheduler: scheduler))
   }
 
   /// Awaits every promise and returns the descriptions of the failures.
@@ -47,20 +50,48 @@ struct RequestQueueTests {
 
   @Test func requestsWaitingForAConnectionDoNotUseUpTheirTimeout() async throws {
     try await withServer(Self.routes()) { server in
-      // The session has 2 connections per host: 20 requests of 300 ms take 3 s in all, more
-      // than the timeout of each (2 s, which leaves one request 1.7 s of slack under sanitizers
-      // on a loaded machine, where 1 s was seen to be too little). Without the client's queue,
-      // libcurl held 18 of them while their deadlines ran, and the last ones timed out.
+      // One place, a 20 s timeout, on a clock the test moves: the waiting request's deadline
+      // starts when it leaves the queue (at 19 s), so it passes at 39 s, not at 20 s.
+      let clock = VirtualTimeScheduler()
+      let client = Self.client(server, timeout: .seconds(20), limit: 1, scheduler: clock)
+      let first = client.get("hold")
+      let waiting = client.get("hold")
+      #expect(await server.arrived(1))
+      clock.advance(by: .seconds(19))
+      first.cancel()
+      #expect(await server.arrived(2))
+      clock.advance(to: .milliseconds(38_999))
+      #expect(waiting.isPending)
+      clock.advance(to: .seconds(39))
+      let (result, _) = await outcome(of: waiting)
+      guard case .timedOut(_, let allowed)? = httpError(result) else {
+        Issue.record("expected a timeout, got \(result)")
+        return
+      }
+      #expect(allowed == .seconds(20))
+    }
+  }
+
+  @Test func theSessionsConnectionsPerHostAreTheDefaultLimitAndKeepRequestsOutOfLibcurl() async throws {
+    try await withServer(Self.routes()) { server in
+      // 2 connections per host: 8 requests of 300 ms. The timeouts are on a clock that does
+      // not move, so none can end a request: what is tested is the queue, not the load.
       let configuration = HTTPClient.makeDefaultConfiguration()
       configuration.httpMaximumConnectionsPerHost = 2
+      let clock = VirtualTimeScheduler()
       let client = HTTPClient(
-        baseURL: server.baseURL, configuration: configuration, retryPolicy: .none,
-        timeout: .seconds(2))
+        baseURL: server.baseURL,
+        configuration: .init(
+          sessionConfiguration: configuration, retryPolicy: .none, timeout: .seconds(30), scheduler: clock))
       #expect(client.maximumConcurrentRequestsPerHost == 2)
-      let failures = await Self.failures(of: (0..<20).map { _ in client.get("slow") })
-      #expect(failures.isEmpty, "\(failures.count) of 20 failed: \(failures.first ?? "")")
-      #expect(server.requests.count == 20)
+      let requests = (0..<8).map { _ in client.get("slow") }
+      // 2 deadline timers for the 2 requests sent, 6 queue-wait timers: no deadline runs in the queue.
+      #expect(clock.pendingCount == 8)
+      let failures = await Self.failures(of: requests)
+      #expect(failures.isEmpty, "\(failures.count) of 8 failed: \(failures.first ?? "")")
+      #expect(server.requests.count == 8)
       #expect(server.server.maximumConcurrentRequests == 2)
+      #expect(clock.pendingCount == 0)
     }
   }
 
@@ -80,9 +111,12 @@ struct RequestQueueTests {
     #expect(HTTPClient(baseURL: base).maximumConcurrentRequestsPerHost == expected)
     let configuration = URLSessionConfiguration.ephemeral
     configuration.httpMaximumConnectionsPerHost = 3
-    #expect(HTTPClient(baseURL: base, configuration: configuration).maximumConcurrentRequestsPerHost == 3)
     #expect(
-      HTTPClient(baseURL: base, maximumConcurrentRequestsPerHost: 0).maximumConcurrentRequestsPerHost == 1)
+      HTTPClient(baseURL: base, configuration: .init(sessionConfiguration: configuration))
+        .maximumConcurrentRequestsPerHost == 3)
+    #expect(
+      HTTPClient(baseURL: base, configuration: .init(maximumConcurrentRequestsPerHost: 0))
+        .maximumConcurrentRequestsPerHost == 1)
     #expect(HTTPClient(baseURL: base).maximumQueueWait == HTTPClient.defaultMaximumQueueWait)
   }
 
@@ -93,11 +127,15 @@ struct RequestQueueTests {
       let configuration = HTTPClient.makeDefaultConfiguration()
       configuration.httpMaximumConnectionsPerHost = 2
       let client = HTTPClient(
-        baseURL: server.baseURL, configuration: configuration, retryPolicy: .none,
-        timeout: .seconds(30), maximumConcurrentRequestsPerHost: 4)
-      let failures = await Self.failures(of: (0..<4).map { _ in client.get("slow") })
-      #expect(failures.isEmpty, "\(failures.count) of 4 failed: \(failures.first ?? "")")
+        baseURL: server.baseURL,
+        configuration: .init(
+          sessionConfiguration: configuration, retryPolicy: .none, timeout: .seconds(30),
+          maximumConcurrentRequestsPerHost: 4))
+      // Held requests: all 4 must be at the server at once, however slowly they get there.
+      let held = (0..<4).map { _ in client.get("hold") }
+      #expect(await server.arrived(4))
       #expect(server.server.maximumConcurrentRequests == 4)
+      for request in held { request.cancel() }
     }
   }
 
@@ -125,18 +163,43 @@ struct RequestQueueTests {
 
   @Test func aChainDeadlinePassingInTheQueueTimesOutUnsent() async throws {
     try await withServer(Self.routes(["/never", "/after"])) { server in
-      let client = Self.client(server, limit: 1)
+      let clock = VirtualTimeScheduler()
+      let client = Self.client(server, limit: 1, scheduler: clock)
       let held = client.get("hold")
-      let (result, _) = await outcome(of: client.get("never", deadline: .after(.milliseconds(200))))
+      let never = client.get("never", deadline: .after(.seconds(5)))
+      // What the deadline had left when the request was queued (just under 5 s), on the clock.
+      clock.advance(by: .seconds(5))
+      let (result, _) = await outcome(of: never)
       guard case .timedOut(let url, let deadline)? = httpError(result) else {
         Issue.record("expected timedOut, got \(result)")
         return
       }
-      #expect(deadline == .milliseconds(200))
+      #expect(deadline == .seconds(5))
       #expect(url?.path == "/never")
       held.cancel()
       _ = try await client.get("after").value
       #expect(server.requests.map(\.path) == ["/hold", "/after"])
+    }
+  }
+
+  @Test func theQueueWaitLimitRunsOnTheClientsScheduler() async throws {
+    try await withServer(Self.routes(["/never"])) { server in
+      let clock = VirtualTimeScheduler()
+      let client = Self.client(server, timeout: .seconds(120), limit: 1, scheduler: clock)
+      // The held request's deadline (120 s) is after the queue wait's end (60 s).
+      let held = client.get("hold")
+      let never = client.get("never")
+      clock.advance(by: HTTPClient.defaultMaximumQueueWait - .milliseconds(1))
+      #expect(never.isPending)
+      clock.advance(by: .milliseconds(1))
+      let (result, _) = await outcome(of: never)
+      guard case .queueWaitExceeded(let limit, _)? = httpError(result) else {
+        Issue.record("expected queueWaitExceeded, got \(result)")
+        return
+      }
+      #expect(limit == HTTPClient.defaultMaximumQueueWait)
+      held.cancel()
+      #expect(!server.requests.map(\.path).contains("/never"))
     }
   }
 
@@ -179,7 +242,8 @@ struct RequestQueueTests {
       router.on("GET", "/next") { _ in .respond(.text("next")) }
     }) { server in
       let client = HTTPClient(
-        baseURL: server.baseURL, retryPolicy: quickRetries(), maximumConcurrentRequestsPerHost: 1)
+        baseURL: server.baseURL,
+        configuration: .init(retryPolicy: quickRetries(), maximumConcurrentRequestsPerHost: 1))
       let flaky = client.get("flaky")
       let next = client.get("next")
       _ = try await flaky.value

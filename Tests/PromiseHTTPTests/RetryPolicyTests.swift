@@ -1,8 +1,9 @@
 import Foundation
 import LoopbackHTTPServer
-import PromiseHTTP
 import Promises
 import Testing
+
+@testable import PromiseHTTP
 
 @Suite("RetryPolicy", .timeLimit(.minutes(1)))
 struct RetryPolicyTests {
@@ -18,22 +19,57 @@ struct RetryPolicyTests {
     #expect(!RetryPolicy.none.allowsRetry(of: .get))
   }
 
-  @Test func backoffIsExponentialWithFullJitterAndACap() {
-    let highest = RetryPolicy(
-      maximumAttempts: 10, baseDelay: .milliseconds(100), maximumDelay: .milliseconds(500),
-      random: { $0.upperBound })
-    #expect(highest.delay(beforeRetry: 1) == .milliseconds(100))
-    #expect(highest.delay(beforeRetry: 2) == .milliseconds(200))
-    #expect(highest.delay(beforeRetry: 3) == .milliseconds(400))
-    #expect(highest.delay(beforeRetry: 4) == .milliseconds(500))
-    #expect(highest.delay(beforeRetry: 10) == nil)
-    let lowest = RetryPolicy(maximumAttempts: 10, random: { $0.lowerBound })
-    #expect(lowest.delay(beforeRetry: 3) == .zero)
-    let real = RetryPolicy(maximumAttempts: 10, baseDelay: .milliseconds(100))
+  @Test func backoffIsTheCoresRetryDelayCappedAndCounted() {
+    let exact = RetryPolicy(
+      maximumAttempts: 10, backoff: .exponential(initial: .milliseconds(100), maximum: .milliseconds(500)))
+    #expect(exact.delay(beforeRetry: 1) == .milliseconds(100))
+    #expect(exact.delay(beforeRetry: 2) == .milliseconds(200))
+    #expect(exact.delay(beforeRetry: 3) == .milliseconds(400))
+    #expect(exact.delay(beforeRetry: 4) == .milliseconds(500))
+    #expect(exact.delay(beforeRetry: 10) == nil)
+    #expect(exact.delay(beforeRetry: 0) == nil)
+    #expect(
+      RetryPolicy.defaultBackoff
+        == .exponential(initial: .milliseconds(500), multiplier: 2, maximum: .seconds(10), jitter: .full))
+  }
+
+  @Test func jitterIsDrawnFromTheGeneratorAsPromiseRetryDrawsIt() {
+    let backoff = RetryDelay.exponential(initial: .milliseconds(100), maximum: .seconds(10), jitter: .full)
+    let policy = RetryPolicy(maximumAttempts: 10, backoff: backoff, generator: SplitMix(seed: 7))
     for retry in 1...9 {
-      let delay = real.delay(beforeRetry: retry)!
-      #expect(delay >= .zero && delay <= .milliseconds(min(100 << (retry - 1), 10_000)))
+      var generator = SplitMix(seed: 7)
+      let expected = backoff.duration(beforeRetry: retry, using: &generator)
+      #expect(policy.delay(beforeRetry: retry) == expected)
+      #expect(expected >= .zero && expected <= .milliseconds(min(100 << (retry - 1), 10_000)))
     }
+    let other = RetryPolicy(maximumAttempts: 10, backoff: backoff, generator: SplitMix(seed: 8))
+    #expect((1...9).contains { other.delay(beforeRetry: $0) != policy.delay(beforeRetry: $0) })
+  }
+
+  @Test func onlyRetryableOutcomesOfRetryableMethodsAreRetried() throws {
+    let policy = RetryPolicy(backoff: .constant(.milliseconds(5)))
+    let url = try #require(URL(string: "http://h/x"))
+    let busy = HTTPResponse(statusCode: 503, headers: [:], requestURL: url)
+    let get = HTTPAttempt(number: 1, method: .get, remaining: .seconds(1))
+    #expect(retryDelay(policy.decision(for: .success(busy), attempt: get)) == .milliseconds(5))
+    let refused = HTTPError.transport(URLError(.cannotConnectToHost), url: url)
+    #expect(retryDelay(policy.decision(for: .failure(refused), attempt: get)) == .milliseconds(5))
+    let post = HTTPAttempt(number: 1, method: .post, remaining: .seconds(1))
+    #expect(retryDelay(policy.decision(for: .success(busy), attempt: post)) == nil)
+    let accepted = HTTPAttempt(
+      number: 1, method: .get, acceptableStatusCodes: 200..<600, remaining: .seconds(1))
+    #expect(retryDelay(policy.decision(for: .success(busy), attempt: accepted)) == nil)
+    let notFound = HTTPResponse(statusCode: 404, headers: [:], requestURL: url)
+    #expect(retryDelay(policy.decision(for: .success(notFound), attempt: get)) == nil)
+    let last = HTTPAttempt(number: 3, method: .get, remaining: .seconds(1))
+    #expect(retryDelay(policy.decision(for: .success(busy), attempt: last)) == nil)
+    let limited = HTTPResponse(statusCode: 429, headers: ["Retry-After": "2"], requestURL: url)
+    #expect(retryDelay(policy.decision(for: .success(limited), attempt: get)) == .seconds(2))
+  }
+
+  private func retryDelay(_ decision: HTTPDecision) -> Duration? {
+    if case .retry(let delay) = decision { return delay }
+    return nil
   }
 
   @Test func retryAfterIsHonouredInBothForms() throws {
@@ -86,7 +122,7 @@ struct RetryPolicyTests {
       }
     }) { server in
       // The backoff would be a minute: only the Retry-After values (zero) let this finish quickly.
-      let policy = RetryPolicy(baseDelay: .seconds(60), maximumDelay: .seconds(60), random: { $0.upperBound })
+      let policy = RetryPolicy(backoff: .constant(.seconds(60)))
       let (result, elapsed) = await outcome(of: server.client(retryPolicy: policy).get("limited").text())
       report("429 Retry-After: 0, 503 Retry-After: <past date>, then 200", result, elapsed)
       let text = try result.get()
@@ -100,13 +136,82 @@ struct RetryPolicyTests {
       router.on("GET", "/busy") { _ in .respond(ServerResponse(status: 503, headers: [("Retry-After", "30")]))
       }
     }) { server in
-      let client = server.client(retryPolicy: .default, timeout: .seconds(10))
+      // On a clock that never moves: the status can only arrive if no wait was started.
+      let clock = VirtualTimeScheduler()
+      let client = server.client(retryPolicy: .default, timeout: .seconds(10), scheduler: clock)
       let (result, elapsed) = await outcome(of: client.get("busy"))
       report("503 Retry-After: 30 with a 10 s deadline", result, elapsed)
       #expect(httpError(result)?.statusCode == 503)
-      // Reported at once, not when the deadline passes.
-      #expect(elapsed < .seconds(10))
+      #expect(clock.now == .zero)
+      #expect(clock.pendingCount == 0)
       #expect(server.requests.count == 1)
+    }
+  }
+
+  @Test func aRetryAfterIsWaitedOnTheClientsScheduler() async throws {
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("GET", "/limited") { _ in
+        calls.next() == 1
+          ? .respond(ServerResponse(status: 429, headers: [("Retry-After", "5")])) : .respond(.text("ok"))
+      }
+    }) { server in
+      let clock = VirtualTimeScheduler()
+      let client = server.client(retryPolicy: .default, timeout: .seconds(60), scheduler: clock)
+      let request = client.get("limited").text()
+      // The deadline's timer and the backoff's.
+      try await clock.waitForPendingWork(count: 2)
+      #expect(clock.nextDeadline == .seconds(5))
+      clock.advance(by: .milliseconds(4999))
+      #expect(server.requests.count == 1)
+      clock.advance(by: .milliseconds(1))
+      let text = try await request.value
+      #expect(text == "ok")
+      #expect(server.requests.count == 2)
+    }
+  }
+
+  @Test func theBackoffIsWaitedOnTheClientsScheduler() async throws {
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("GET", "/flaky") { _ in
+        calls.next() < 3 ? .respond(.text("oops", status: 502)) : .respond(.text("ok"))
+      }
+    }) { server in
+      let clock = VirtualTimeScheduler()
+      let policy = RetryPolicy(backoff: .exponential(initial: .seconds(20), maximum: .seconds(40)))
+      let client = server.client(retryPolicy: policy, timeout: .seconds(120), scheduler: clock)
+      let request = client.get("flaky").text()
+      // 20 s, then 40 s of backoff, in no time: each advance ends one wait.
+      for (arrivals, wakeUp) in [(1, Duration.seconds(20)), (2, .seconds(60))] {
+        #expect(await server.arrived(arrivals))
+        try await clock.waitForPendingWork(count: 2)  // the deadline and the backoff
+        #expect(clock.nextDeadline == wakeUp)
+        clock.advance(to: wakeUp)
+      }
+      let text = try await request.value
+      #expect(text == "ok")
+      #expect(server.requests.count == 3)
+    }
+  }
+
+  @Test func noRetryStartsThatWouldEndPastTheDeadline() async throws {
+    try await withServer({ router in
+      router.on("GET", "/down") { _ in .respond(.text("down", status: 500)) }
+    }) { server in
+      // The first wait fits (10 s of 15), the second (20 s) would not: 2 attempts, then the status.
+      let clock = VirtualTimeScheduler()
+      let policy = RetryPolicy(maximumAttempts: 5, backoff: .exponential(initial: .seconds(10)))
+      let client = server.client(retryPolicy: policy, timeout: .seconds(15), scheduler: clock)
+      let request = client.get("down")
+      #expect(await server.arrived(1))
+      try await clock.waitForPendingWork(count: 2)  // the deadline and the backoff
+      #expect(clock.nextDeadline == .seconds(10))
+      clock.advance(to: .seconds(10))
+      let (result, _) = await outcome(of: request)
+      #expect(httpError(result)?.statusCode == 500)
+      #expect(server.requests.count == 2)
+      #expect(clock.now == .seconds(10))
     }
   }
 
@@ -141,5 +246,22 @@ struct RetryPolicyTests {
       #expect(httpError(result)?.statusCode == 500)
       #expect(server.requests.count == 4)
     }
+  }
+}
+
+/// A seeded SplitMix64: the same seed gives the same draws.
+struct SplitMix: RandomNumberGenerator, Sendable {
+  var state: UInt64
+
+  init(seed: UInt64) {
+    state = seed
+  }
+
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
   }
 }

@@ -29,19 +29,23 @@ struct TestServer {
   ///
   /// The 30 s timeout is a backstop, not a bound a test waits for: under ThreadSanitizer, with
   /// the suites running in parallel on two cores, the whole process was seen to stall for about
-  /// 20 s, and a 10 s timeout then ended requests that a test meant to cancel or hold.
+  /// 20 s, and a 10 s timeout then ended requests that a test meant to cancel or hold. Tests of
+  /// deadlines pass a `VirtualTimeScheduler` and move its clock instead of waiting.
   func client(
     retryPolicy: RetryPolicy = .none, timeout: Duration = .seconds(30), maximumResponseSize: Int = 1 << 20,
     redirectPolicy: RedirectPolicy = .default,
     sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
     acceptableStatusCodes: Range<Int> = 200..<300, defaultHeaders: HTTPHeaders = [:],
-    authenticator: TokenAuthenticator? = nil
+    authenticator: TokenAuthenticator? = nil, interceptors: [any HTTPInterceptor] = [],
+    scheduler: any PromiseScheduler = PromiseSchedulers.default
   ) -> HTTPClient {
     HTTPClient(
-      baseURL: baseURL, defaultHeaders: defaultHeaders, retryPolicy: retryPolicy, timeout: timeout,
-      maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
-      sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
-      authenticator: authenticator)
+      baseURL: baseURL,
+      configuration: .init(
+        defaultHeaders: defaultHeaders, retryPolicy: retryPolicy, timeout: timeout,
+        maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
+        sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
+        authenticator: authenticator, interceptors: interceptors, scheduler: scheduler))
   }
 }
 
@@ -107,8 +111,7 @@ private final class SettledAt: @unchecked Sendable {
 /// A retry policy with tiny, deterministic backoffs, so retry tests take milliseconds.
 func quickRetries(_ attempts: Int = 3) -> RetryPolicy {
   RetryPolicy(
-    maximumAttempts: attempts, baseDelay: .milliseconds(5), maximumDelay: .milliseconds(20),
-    random: { $0.upperBound })
+    maximumAttempts: attempts, backoff: .exponential(initial: .milliseconds(5), maximum: .milliseconds(20)))
 }
 
 /// Awaits `promise` and returns its outcome and the time from `start` to its settlement.

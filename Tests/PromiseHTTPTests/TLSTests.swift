@@ -29,7 +29,8 @@ struct TLSTests {
   func aSelfSignedCertificateIsUntrustedNamedAndNotRetried(host: String) async throws {
     try await withTLSServer { server in
       // GET with three attempts allowed: a retryable failure would be sent three times.
-      let client = HTTPClient(baseURL: server.baseURL(host: host), retryPolicy: quickRetries(3))
+      let client = HTTPClient(
+        baseURL: server.baseURL(host: host), configuration: .init(retryPolicy: quickRetries(3)))
       let (result, elapsed) = await outcome(of: client.get("path"))
       report("self-signed certificate at \(host)", result, elapsed)
       let (error, urlError) = try transportFailure(result)
@@ -50,7 +51,7 @@ struct TLSTests {
     // libcurl checks the chain before the name, so an untrusted certificate for another host
     // fails as untrusted; with a trusted one the message names the mismatch (see the next test).
     try await withTLSServer(commonName: "other.example", alternativeNames: "DNS:other.example") { server in
-      let client = HTTPClient(baseURL: server.baseURL(), retryPolicy: quickRetries(3))
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: .init(retryPolicy: quickRetries(3)))
       let (result, elapsed) = await outcome(of: client.get("x"))
       report("certificate for other.example at 127.0.0.1", result, elapsed)
       let (_, urlError) = try transportFailure(result)
@@ -83,7 +84,7 @@ struct TLSTests {
   @Test func credentialsInTheURLAreNotInTheError() async throws {
     try await withTLSServer { server in
       let base = try #require(URL(string: "https://alice:pa55word@127.0.0.1:\(server.port)/api/"))
-      let client = HTTPClient(baseURL: base, retryPolicy: .none)
+      let client = HTTPClient(baseURL: base, configuration: .init(retryPolicy: .none))
       let (result, _) = await outcome(
         of: client.get("items", query: [URLQueryItem(name: "token", value: "s3cret")]))
       let (error, urlError) = try transportFailure(result)
@@ -121,7 +122,8 @@ struct TLSTests {
     }) { server in
       var components = try #require(URLComponents(url: server.baseURL, resolvingAgainstBaseURL: false))
       components.scheme = "https"
-      let client = HTTPClient(baseURL: try #require(components.url), retryPolicy: quickRetries(3))
+      let client = HTTPClient(
+        baseURL: try #require(components.url), configuration: .init(retryPolicy: quickRetries(3)))
       let (result, elapsed) = await outcome(of: client.get("x"))
       report("https to a plain HTTP server", result, elapsed)
       let (_, urlError) = try transportFailure(result)

@@ -27,7 +27,7 @@ struct AbstractNodeTests {
     }
   }
 
-  @Test func aLinkThatDoesNotOverrideDetachBodyTrapsWhenCancelled() async {
+  @Test func aLinkThatDoesNotOverrideTakeBodyTrapsWhenCancelled() async {
     await #expect(processExitsWith: .failure) {
       let (source, _) = Promise<Int>.pending()
       let link = ForgetfulLink(source: source, queue: .promises, file: #fileID, line: #line)
@@ -42,5 +42,5 @@ final class ForgetfulNode: _PromiseNode, @unchecked Sendable {
   init() { super.init(queue: nil) }
 }
 
-/// A link kind without `run`, `releaseBody` and `detachBody`.
+/// A link kind without `run` and `takeBody`.
 final class ForgetfulLink: DerivedPromise<Int, Int>, @unchecked Sendable {}

@@ -65,6 +65,106 @@ struct PromiseAllTests {
     checker.expectAllOnQueue(count: 1)
   }
 
+  // MARK: ownership of the values
+
+  /// Fulfils three inputs with `values`, or the first two before rejecting the third, and
+  /// releases the inputs and the aggregate; returns what the aggregate settled with.
+  @inline(never)
+  private func settleAll(
+    of values: [CountedRelease], rejectingLast: Bool
+  ) -> (fulfilled: Bool, inOrder: Bool) {
+    let pairs = (0..<3).map { _ in Promise<CountedRelease>.pending() }
+    let all = Promise.all(pairs.map(\.promise))
+    pairs[1].resolver.fulfill(values[1])
+    pairs[0].resolver.fulfill(values[0])
+    if rejectingLast {
+      pairs[2].resolver.reject(CoreTestError.first)
+    } else {
+      pairs[2].resolver.fulfill(values[2])
+    }
+    // Inputs forward inline: the aggregate has settled when the last call returns.
+    let result = try? all.result?.get()
+    let inOrder = result.map { zip($0, values).allSatisfy { $0 === $1 } } ?? false
+    return (result != nil, inOrder)
+  }
+
+  @Test(arguments: [false, true])
+  func theAggregateReleasesEachValueItHeldExactlyOnce(rejectingLast: Bool) {
+    let releases = Guarded(0)
+    var values = (0..<3).map { _ in CountedRelease(releases) }
+    let (fulfilled, inOrder) = settleAll(of: values, rejectingLast: rejectingLast)
+    #expect(fulfilled == !rejectingLast)
+    #expect(inOrder == !rejectingLast)
+    // Still held here: a value released once too often (moved out, then destroyed again by
+    // the aggregate's deinit) would be freed by now.
+    #expect(releases.value == 0)
+    values = []
+    // A value left behind in the released aggregate (received before a rejection) would leak.
+    #expect(releases.value == 3)
+  }
+
+  /// One round: two threads fulfil the last inputs while a third cancels the aggregate.
+  @inline(never)
+  private func raceTheLastValueAgainstCancellation() -> (
+    finished: Bool, outcomeIsConsistent: Bool, tokens: [WeakObserver<LifetimeToken>]
+  ) {
+    let pairs = (0..<3).map { _ in Promise<LifetimeToken>.pending() }
+    let all = Promise.all(pairs.map(\.promise))
+    let first = LifetimeToken("value 0")
+    pairs[0].resolver.fulfill(first)
+    // The threads take what they use out of boxes: a `Thread` may keep its closure a moment
+    // after `runOnThreads` returns, and must not keep the tokens alive through it (the inputs
+    // hold their values, the aggregate its result).
+    let tokens = [first, LifetimeToken("value 1"), LifetimeToken("value 2")]
+    let work = Guarded<[(Promise<LifetimeToken>.Resolver, LifetimeToken)?]>(
+      [nil, (pairs[1].resolver, tokens[1]), (pairs[2].resolver, tokens[2])])
+    let shared = Guarded<Promise<[LifetimeToken]>?>(all)
+    let finished = runOnThreads(3) { thread in
+      if thread == 0 {
+        let aggregate = shared.withLock { shared in
+          defer { shared = nil }
+          return shared
+        }
+        aggregate?.cancel()
+        return
+      }
+      let taken = work.withLock { work in
+        defer { work[thread] = nil }
+        return work[thread]
+      }
+      if let (resolver, token) = taken { resolver.fulfill(token) }
+    }
+    let consistent: Bool
+    switch all.result {
+    case .success(let values): consistent = zip(values, tokens).allSatisfy { $0 === $1 }
+    case .failure(let error): consistent = error is CancellationError
+    case nil: consistent = false
+    }
+    return (finished, consistent, tokens.map { WeakObserver($0) })
+  }
+
+  @Test func aCancellationRacingTheLastValueSettlesOnceAndReleasesEveryValue() {
+    for _ in 0..<200 {
+      let (finished, consistent, tokens) = raceTheLastValueAgainstCancellation()
+      #expect(finished)
+      #expect(consistent)
+      #expect(tokens.allSatisfy { $0.isNil })
+    }
+  }
+
+  @Test func inputsFulfilledFromManyThreadsAtOnceKeepInputOrder() async throws {
+    for _ in 0..<50 {
+      let pairs = (0..<8).map { _ in Promise<Int>.pending() }
+      let all = Promise.all(pairs.map(\.promise))
+      let finished = runOnThreads(4) { thread in
+        pairs[thread].resolver.fulfill(thread)
+        pairs[thread + 4].resolver.fulfill(thread + 4)
+      }
+      #expect(finished)
+      #expect(try await all.value == Array(0..<8))
+    }
+  }
+
   // MARK: heterogeneous
 
   @Test func heterogeneousAllOfTwoTypes() async throws {
@@ -124,4 +224,11 @@ struct PromiseAllTests {
     _ = try await Promise.allSettled([rejected]).value
     #expect(rejected.flags.contains(.observed))
   }
+}
+
+/// Counts its deinitializations, to catch a value released too often or never.
+final class CountedRelease: Sendable {
+  let releases: Guarded<Int>
+  init(_ releases: Guarded<Int>) { self.releases = releases }
+  deinit { releases.increment() }
 }

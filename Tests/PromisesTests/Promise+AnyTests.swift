@@ -38,6 +38,25 @@ struct PromiseAnyTests {
     }
   }
 
+  @Test("rejections from many threads at once are all collected, in input order")
+  func concurrentRejectionsAreAllCollected() async throws {
+    for _ in 0..<100 {
+      let pairs = (0..<8).map { _ in Promise<Int>.pending() }
+      let first = Promise.any(pairs.map(\.promise))
+      let finished = runOnThreads(4) { thread in
+        pairs[thread].resolver.reject(Kit.Failure(thread))
+        pairs[thread + 4].resolver.reject(Kit.Failure(thread + 4))
+      }
+      #expect(finished)
+      do {
+        _ = try await first.value
+        Issue.record("every input was rejected, yet any was fulfilled")
+      } catch PromiseError.allRejected(let errors) {
+        #expect(errors.map { ($0 as? Kit.Failure)?.code } == Array(0..<8))
+      }
+    }
+  }
+
   @Test("an empty input is rejected with allRejected of no errors")
   func emptyInput() async {
     await #expect(throws: PromiseError.allRejected([])) { try await Promise<Int>.any([]).value }

@@ -11,16 +11,11 @@ struct PromiseStateTests {
     (0..<count).map { _ in _PromiseNode(queue: nil) }
   }
 
-  /// Follows the links from `first`, taking back the references the list owns.
-  private func list(from first: Unmanaged<_PromiseNode>?) -> [_PromiseNode] {
+  /// Empties `callbacks`, taking back the references the list owns.
+  private func list(_ callbacks: NodeList) -> [_PromiseNode] {
+    var callbacks = callbacks
     var result: [_PromiseNode] = []
-    var node = first
-    while let current = node {
-      let taken = current.takeRetainedValue()
-      result.append(taken)
-      node = taken.link
-      taken.link = nil
-    }
+    while let node = callbacks.popFirst() { result.append(node) }
     return result
   }
 
@@ -28,7 +23,7 @@ struct PromiseStateTests {
     let state = PromiseState()
     #expect(state.isPending)
     #expect(state.phase == .pending)
-    #expect(state.head == nil)
+    #expect(state.callbacks.isEmpty)
     #expect(state.error == nil)
     #expect(state.waitingCount == 0)
   }
@@ -39,12 +34,13 @@ struct PromiseStateTests {
     for (index, node) in callbacks.enumerated() {
       #expect(state.register(node) == .stored)
       #expect(state.waitingCount == index + 1)
-      #expect(state.head === node, "the newest callback is the head of the list")
+      #expect(state.callbacks.tail?.takeUnretainedValue() === node, "the newest callback is last")
+      #expect(state.callbacks.head?.takeUnretainedValue() === callbacks[0], "the oldest is first")
     }
     #expect(state.isPending)
     // The list owns a reference to each node; a state dropped while pending gives them back.
     state.releaseCallbacks()
-    #expect(state.head == nil)
+    #expect(state.callbacks.isEmpty)
     #expect(state.waitingCount == 0)
   }
 
@@ -53,17 +49,17 @@ struct PromiseStateTests {
     let callbacks = nodes(5)
     for node in callbacks { _ = state.register(node) }
 
-    guard case .schedule(let first) = state.fulfill() else {
+    guard case .schedule(let ready) = state.fulfill() else {
       Issue.record("the first fulfil must schedule the callbacks")
       return
     }
-    let scheduled = list(from: first)
+    let scheduled = list(ready)
     #expect(scheduled.count == callbacks.count)
     for (expected, actual) in zip(callbacks, scheduled) {
       #expect(expected === actual)
     }
     #expect(state.phase == .fulfilled)
-    #expect(state.head == nil, "a settled state keeps no callbacks")
+    #expect(state.callbacks.isEmpty, "a settled state keeps no callbacks")
     #expect(state.waitingCount == 0)
     #expect(!state.isPending)
   }
@@ -73,11 +69,11 @@ struct PromiseStateTests {
     let callbacks = nodes(3)
     for node in callbacks { _ = state.register(node) }
     let error = IdentifiedError()
-    guard case .schedule(let first) = state.reject(error) else {
+    guard case .schedule(let ready) = state.reject(error) else {
       Issue.record("the first reject must schedule the callbacks")
       return
     }
-    #expect(zip(callbacks, list(from: first)).allSatisfy { $0 === $1 })
+    #expect(zip(callbacks, list(ready)).allSatisfy { $0 === $1 })
     #expect(state.phase == .rejected)
     #expect(isSame(state.error, as: error))
     #expect(state.waitingCount == 0)
@@ -85,19 +81,19 @@ struct PromiseStateTests {
 
   @Test func settlingWithoutCallbacksSchedulesNothing() {
     var state = PromiseState()
-    guard case .schedule(let first) = state.reject(CoreTestError.first) else {
+    guard case .schedule(let ready) = state.reject(CoreTestError.first) else {
       Issue.record("the first reject must be accepted")
       return
     }
-    #expect(first == nil)
+    #expect(ready.isEmpty)
     #expect(state.error as? CoreTestError == .first)
   }
 
   @Test func settlingTwiceIsIgnoredAndKeepsTheFirstOutcome() {
     var state = PromiseState()
     _ = state.register(_PromiseNode(queue: nil))
-    if case .schedule(let first) = state.fulfill() {
-      #expect(list(from: first).count == 1)
+    if case .schedule(let ready) = state.fulfill() {
+      #expect(list(ready).count == 1)
     }
 
     guard case .ignored = state.fulfill() else {
@@ -133,7 +129,7 @@ struct PromiseStateTests {
     let late = _PromiseNode(queue: nil)
     #expect(state.register(late) == .runNow)
     #expect(late.next == nil)
-    #expect(state.head == nil)
+    #expect(state.callbacks.isEmpty)
     #expect(state.waitingCount == 0)
   }
 
@@ -166,11 +162,11 @@ struct PromiseStateTests {
     let callbacks = nodes(1_000)
     for node in callbacks { _ = state.register(node) }
     #expect(state.waitingCount == 1_000)
-    guard case .schedule(let first) = state.fulfill() else {
+    guard case .schedule(let ready) = state.fulfill() else {
       Issue.record("fulfil must schedule")
       return
     }
-    let scheduled = list(from: first)
+    let scheduled = list(ready)
     #expect(scheduled.count == 1_000)
     #expect(zip(callbacks, scheduled).allSatisfy { $0 === $1 })
   }

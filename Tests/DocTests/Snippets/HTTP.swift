@@ -4,6 +4,10 @@ import PromiseHTTP
 import Promises
 import Testing
 
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
 // snippet.http-types
 struct Registration: Encodable {
   let deviceID: String
@@ -101,7 +105,8 @@ struct HTTPExamples {
     let server = try DocServer.start()
     let configServer = server.baseURL
     // snippet.show
-    let patient = HTTPClient(baseURL: configServer, retryPolicy: RetryPolicy(maximumAttempts: 4))
+    let patient = HTTPClient(
+      baseURL: configServer, configuration: .init(retryPolicy: RetryPolicy(maximumAttempts: 4)))
 
     let config = try await patient.get("busy/config").decode(StreamConfig.self).value
     // the first attempt got "503 Service Unavailable, Retry-After: 0"; the second succeeded
@@ -149,7 +154,8 @@ struct HTTPExamples {
     let configServer = server.baseURL
     // snippet.show
     let client = HTTPClient(
-      baseURL: configServer, maximumConcurrentRequestsPerHost: 1, maximumQueueWait: .milliseconds(200))
+      baseURL: configServer,
+      configuration: .init(maximumConcurrentRequestsPerHost: 1, maximumQueueWait: .milliseconds(200)))
 
     let slow = client.get("slow/config")  // takes the only place for this origin
     do {
@@ -177,11 +183,49 @@ struct HTTPExamples {
         .decode(Token.self)
         .then { token in token.value }
     }
-    let api = HTTPClient(baseURL: configServer, authenticator: authenticator)
+    let api = HTTPClient(baseURL: configServer, configuration: .init(authenticator: authenticator))
 
     let config = try await api.get("stream/config").decode(StreamConfig.self).value
     // snippet.hide
     #expect(config.ingestURL == "rtmp://media.example.com/live/A1B2")
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func steps() async throws {
+    // snippet.http-steps
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    // snippet.show
+    /// Sends the device's ID with every attempt: a step that only adapts the request.
+    struct DeviceID: HTTPInterceptor {
+      let id: String
+
+      func adapt(_ request: URLRequest, for attempt: HTTPAttempt) -> Promise<URLRequest> {
+        var request = request
+        request.setValue(id, forHTTPHeaderField: "X-Device-ID")
+        return Promise(request)
+      }
+    }
+
+    let client = HTTPClient(
+      baseURL: configServer,
+      configuration: .init(
+        interceptors: [
+          DeviceID(id: "A1B2"),
+          HTTPLogger { line in if line.hasPrefix("↻") { print(line) } },
+        ]))
+
+    let config = try await client.get("busy/config").decode(StreamConfig.self).value
+    // prints "↻ attempt 2 in 0.0 seconds": the retry policy honoured the 503's Retry-After
+    // snippet.hide
+    #expect(config.bitrateKbps == 2_500)
+    #expect(await output.lines(count: 1) == ["↻ attempt 2 in 0.0 seconds"])
+    let busy = server.requests.filter { $0.pathWithoutQuery == "/busy/config" }
+    #expect(busy.count == 2 && busy.allSatisfy { $0.header("X-Device-ID") == "A1B2" })
     await server.stop()
     // snippet.end
   }

@@ -1,0 +1,120 @@
+import Foundation
+import Promises
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+extension HTTPClient {
+  /// Everything a client is made with, as one value: build it, change what you need, pass it.
+  ///
+  /// Every property starts at its documented default (the `static let`s of `HTTPClient`), so
+  /// `HTTPClient(baseURL: url)` and `HTTPClient(baseURL: url, configuration: .init())` are the
+  /// same client. Change fields in place or with the initializer's labels:
+  /// `HTTPClient.Configuration(retryPolicy: .none, timeout: .seconds(5))`.
+  ///
+  /// The client reads the configuration once, when it is made; changing the value afterwards
+  /// changes nothing for that client.
+  public struct Configuration: Sendable {
+    /// The configuration of the client's `URLSession`; `HTTPClient.makeDefaultConfiguration()`
+    /// (ephemeral, nothing shared) by default.
+    ///
+    /// A reference, as `URLSessionConfiguration` is a class: change it in place
+    /// (`configuration.sessionConfiguration.timeoutIntervalForResource = 60`) before making the
+    /// client. The client copies it when it is made, so later changes reach no client made
+    /// already; it adjusts its copy (see `HTTPClient.init(baseURL:configuration:)`).
+    public var sessionConfiguration: URLSessionConfiguration
+    /// Headers sent with every request; a request's own headers override them.
+    public var defaultHeaders: HTTPHeaders
+    /// Where the client settles promises and runs its timers and session delegate; a private
+    /// serial queue when `nil` (the default).
+    public var callbackQueue: DispatchQueue?
+    /// The retry policy of every request that does not give its own; `RetryPolicy.default`.
+    public var retryPolicy: RetryPolicy
+    /// The longest a request may take, retries and backoff included, from when it is sent (when
+    /// it leaves the queue of `maximumConcurrentRequestsPerHost`); `HTTPClient.defaultTimeout`.
+    public var timeout: Duration
+    /// The most requests in flight at once per origin, at least 1.
+    ///
+    /// `nil` (the default) takes the session configuration's `httpMaximumConnectionsPerHost`
+    /// (6 on Linux).
+    public var maximumConcurrentRequestsPerHost: Int?
+    /// The longest a request waits for its turn before it is rejected, unsent, with
+    /// `HTTPError.queueWaitExceeded`; `HTTPClient.defaultMaximumQueueWait`.
+    public var maximumQueueWait: Duration
+    /// The body size limit, counted after decompression; `HTTPClient.defaultMaximumResponseSize`.
+    public var maximumResponseSize: Int
+    /// Whether redirects are followed, and how many; `RedirectPolicy.default` (at most 10).
+    public var redirectPolicy: RedirectPolicy
+    /// The headers whose values are credentials; `HTTPClient.defaultSensitiveHeaders`.
+    ///
+    /// `Authorization`, `Proxy-Authorization` and `Cookie` are always treated as sensitive.
+    public var sensitiveHeaders: Set<String>
+    /// The statuses that fulfil a request's promise; 200–299.
+    public var acceptableStatusCodes: Range<Int>
+    /// Attaches a token to each request to the base URL's origin and refreshes it once on a 401.
+    ///
+    /// The first step of every request to that origin, unless the request sets `Authorization`
+    /// itself (see `HTTPInterceptor`).
+    public var authenticator: TokenAuthenticator?
+    /// Steps of your own that every request goes through, in order: after the authenticator,
+    /// before the retry policy (see `HTTPInterceptor`); none by default.
+    public var interceptors: [any HTTPInterceptor]
+    /// The clock of the client's timers: deadlines, the queue-wait limit and retry backoff;
+    /// `PromiseSchedulers.default` (real time) by default.
+    ///
+    /// Pass a `VirtualTimeScheduler` in tests: a deadline then passes when you advance it, not
+    /// after a wall-clock wait. A request's own `Deadline` is a point in real time: the client
+    /// reads what is left of it when the request is queued and when it is sent, and from then
+    /// on counts that on this scheduler. libcurl's own whole-second timeout, set just beyond
+    /// the client's deadline as a backstop, is always real time.
+    public var scheduler: any PromiseScheduler
+
+    /// Creates a configuration; every parameter defaults to the documented default.
+    ///
+    /// - Parameters:
+    ///   - sessionConfiguration: The session's configuration, copied by the client; ephemeral by default.
+    ///   - defaultHeaders: Sent with every request.
+    ///   - callbackQueue: Where the client settles promises; a private serial queue by default.
+    ///   - retryPolicy: `RetryPolicy.default`: idempotent methods, 3 attempts.
+    ///   - timeout: The deadline of each request, retries included, from when it is sent; 30 s.
+    ///   - maximumConcurrentRequestsPerHost: The most requests in flight per origin; `nil` takes
+    ///     the session configuration's `httpMaximumConnectionsPerHost`.
+    ///   - maximumQueueWait: The longest a request waits for its turn; 60 s.
+    ///   - maximumResponseSize: The body size limit after decompression; 4 MiB.
+    ///   - redirectPolicy: Follow at most 10 redirects (`RedirectPolicy.default`), or none.
+    ///   - sensitiveHeaders: The headers redacted and kept from other origins.
+    ///   - acceptableStatusCodes: The statuses that fulfil; 200–299.
+    ///   - authenticator: Attaches a token to each request and refreshes it on a 401.
+    ///   - interceptors: Steps of your own, in order; none by default.
+    ///   - scheduler: The clock of deadlines, queue waits and backoff; `PromiseSchedulers.default`.
+    public init(
+      sessionConfiguration: URLSessionConfiguration = HTTPClient.makeDefaultConfiguration(),
+      defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
+      retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
+      maximumConcurrentRequestsPerHost: Int? = nil,
+      maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
+      maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
+      redirectPolicy: RedirectPolicy = .default,
+      sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
+      acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil,
+      interceptors: [any HTTPInterceptor] = [], scheduler: any PromiseScheduler = PromiseSchedulers.default
+    ) {
+      self.sessionConfiguration = sessionConfiguration
+      self.defaultHeaders = defaultHeaders
+      self.callbackQueue = callbackQueue
+      self.retryPolicy = retryPolicy
+      self.timeout = timeout
+      self.maximumConcurrentRequestsPerHost = maximumConcurrentRequestsPerHost
+      self.maximumQueueWait = maximumQueueWait
+      self.maximumResponseSize = maximumResponseSize
+      self.redirectPolicy = redirectPolicy
+      self.sensitiveHeaders = sensitiveHeaders
+      self.acceptableStatusCodes = acceptableStatusCodes
+      self.authenticator = authenticator
+      self.interceptors = interceptors
+      self.scheduler = scheduler
+    }
+
+  }
+}

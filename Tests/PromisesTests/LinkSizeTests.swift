@@ -1,0 +1,38 @@
+import Dispatch
+import Testing
+
+@testable import Promises
+
+#if canImport(Glibc)
+  import Glibc
+
+  /// glibc's `malloc_usable_size` (declared in `<malloc.h>`, which the Glibc module leaves out).
+  @_silgen_name("malloc_usable_size")
+  private func malloc_usable_size(_ pointer: UnsafeMutableRawPointer?) -> Int
+
+  /// A `then` link is one object that must stay inside glibc's 112-byte chunks (104 usable
+  /// bytes): the next size up costs 16 bytes per link in every chain (Docs/Performance.md,
+  /// deep-chain). The field order of `Promise` and `PromiseState` is what keeps it there.
+  @Suite("Link size")
+  struct LinkSizeTests {
+    /// The bytes glibc set aside for `object`'s allocation.
+    private func allocatedBytes(_ object: AnyObject) -> Int {
+      malloc_usable_size(Unmanaged.passUnretained(object).toOpaque())
+    }
+
+    @Test func aThenLinkFitsInAHundredAndTwelveByteChunk() {
+      let (source, resolver) = Promise<Int>.pending()
+      let link = source.then(on: .promises) { $0 + 1 }
+      #expect(allocatedBytes(link) <= 104)
+      let stringLink = link.then(on: .promises) { String($0) }
+      #expect(allocatedBytes(stringLink) <= 104, "a two-word value is stored in place")
+      resolver.fulfill(1)
+      #expect(throws: Never.self) { try stringLink.wait(timeout: 10) }
+    }
+
+    @Test func thePromiseStateEndsWithItsOneBytePhase() {
+      // The promise's one-byte fields follow the state and fill its last word.
+      #expect(MemoryLayout<PromiseState>.size == 3 * MemoryLayout<UInt>.size + 1)
+    }
+  }
+#endif
