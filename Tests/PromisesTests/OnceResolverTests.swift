@@ -54,6 +54,10 @@ struct OnceResolverTests {
     pairs[2].resolver.fulfill(20)
     pairs[0].resolver.reject(CoreTestError.first)
     #expect(received.value == ["2: 20", "0: -1"])
+    // Input 1 is still pending: its resolver must outlive the check (an optimised build would
+    // release it, and break the promise, right after the last use of `pairs` above).
+    pairs[1].resolver.fulfill(10)
+    #expect(received.value == ["2: 20", "0: -1", "1: 10"])
   }
 
   @Test func cancellingTheResultEmptiesTheBox() {
