@@ -179,8 +179,9 @@ final class Drain {
 
   /// Sends one callback registered on an already settled promise to its queue's outbox.
   ///
-  /// Called under that promise's lock (see `place`); the caller calls `finishPlacing()`
-  /// after unlocking. Never joins a running drain's list.
+  /// Called under that promise's lock (see `place`), or without it for a fulfilled promise
+  /// (see `Promise.registerLink`); the caller calls `finishPlacing()` after unlocking. Never
+  /// joins a running drain's list.
   @usableFromInline
   func post(_ node: Node, on queue: DispatchQueue) {
     let outbox = outbox(of: queue)

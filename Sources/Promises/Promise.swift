@@ -232,10 +232,10 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
 
   /// Runs `node` when this promise settles: the single primitive under every combinator.
   ///
-  /// Cost: one lock acquisition and no allocation (the node is linked in place). On a
-  /// settled promise the node goes to its queue's outbox under the lock (never to a drain in
-  /// progress, so it cannot overtake earlier callbacks of this promise), which costs a
-  /// `queue.async` only when no block for that queue is on its way already.
+  /// Cost: one lock acquisition and no allocation (the node is linked in place); none on a
+  /// fulfilled promise. On a settled promise the node goes to its queue's outbox (never to a
+  /// drain in progress, so it cannot overtake earlier callbacks of this promise), which costs
+  /// a `queue.async` only when no block for that queue is on its way already.
   @usableFromInline
   final func register(_ node: _PromiseNode) {
     node.willRegister(on: self)
@@ -246,6 +246,19 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// one, which already holds it as its `upstream`.
   @usableFromInline
   final func registerLink(_ node: _PromiseNode) {
+    // A fulfilled promise is immutable (Docs/Design.md, "Invariants", I2) and its settlement
+    // placed its callbacks before setting `settledFlag`: a queue node registered on it needs
+    // neither its lock nor its flags (`observed` matters only for a rejection), and goes to
+    // the outbox behind those callbacks (I4). Registering then writes nothing to the source,
+    // whose cache line the threads running earlier callbacks are reading.
+    if settledFlag.load(ordering: .acquiring), state.phase == .fulfilled, let queue = node.queue {
+      let drain = Drain.current
+      drain._withUnsafeGuaranteedRef {
+        $0.post(Unmanaged.passRetained(node), on: queue)
+        $0.finishPlacing()
+      }
+      return
+    }
     lock.lock()
     flags.insert(.observed)
     // Only a pending state is mutated: nodes of a settled promise read it without the lock,
@@ -291,14 +304,17 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     let (upstream, extras) = storage.takeReferences()
     storage.initialize(to: value)
     guard case .schedule(let callbacks) = state.fulfill() else { preconditionFailure() }
-    settledFlag.store(true, ordering: .releasing)
     guard !callbacks.isEmpty else {
+      settledFlag.store(true, ordering: .releasing)
       lock.unlock()
       _ = (upstream, extras)
       return true
     }
     let drain = Drain.current
     drain._withUnsafeGuaranteedRef { $0.place(callbacks) }
+    // Set after placing: a callback registered without the lock (see `registerLink`) that
+    // sees it queues behind the callbacks just placed.
+    settledFlag.store(true, ordering: .releasing)
     lock.unlock()
     // Released here, after unlocking: a deinit they trigger may run user code.
     _ = (upstream, extras)
@@ -352,7 +368,6 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
       lock.unlock()
       return (false, nil)
     }
-    settledFlag.store(true, ordering: .releasing)
     let claimed = rejection != .failure && flags.contains(.bodyClaimed)
     let upstream = claimed ? nil : self.upstream
     if !claimed { self.upstream = nil }
@@ -361,8 +376,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     // claimed this link reads `upstream`'s word without the lock (see `hasUpstream`).
     if extras != nil { self.extras = nil }
     let body = cancelling && !flags.contains(.bodyClaimed) ? takeBody() : nil
-    // Placed before unlocking, like a fulfilment's.
+    // Placed before unlocking, like a fulfilment's, and before the flag is set.
     if !callbacks.isEmpty { Drain.place(callbacks) }
+    settledFlag.store(true, ordering: .releasing)
     lock.unlock()
     // Released after unlocking: a deinit they trigger may run user code.
     _ = body

@@ -214,4 +214,42 @@ struct Rule3RegistrationOrderTests {
       #expect(mine == (0..<100).map { thread * 1_000 + $0 })
     }
   }
+
+  @Test func aCallbackRegisteredAsThePromiseSettlesRunsAfterTheCallbacksRegisteredBefore()
+    async throws
+  {
+    // A queue callback registered on a fulfilled promise takes no lock: it must still queue
+    // behind the callbacks that the settlement is placing at that moment, on two queues (the
+    // settlement places them in order, one outbox after the other).
+    let queues = [DispatchQueue(label: "tests.settle-race.a"), DispatchQueue(label: "tests.settle-race.b")]
+    for _ in 0..<100 {
+      let (promise, resolver) = Promise<Int>.pending()
+      let events = Guarded<[String]>([])
+      let links = Guarded<[Promise<Void>]>([])
+      for index in 0..<16 {
+        let queue = queues[index % 2]
+        let link = promise.then(on: queue) { _ in events.withLock { $0.append("early \(queue.label)") } }
+        links.withLock { $0.append(link) }
+      }
+      let finished = runOnThreads(2) { thread in
+        if thread == 0 {
+          resolver.fulfill(1)
+          return
+        }
+        for index in 0..<64 {
+          let queue = queues[index % 2]
+          let link = promise.then(on: queue) { _ in events.withLock { $0.append("late \(queue.label)") } }
+          links.withLock { $0.append(link) }
+        }
+      }
+      #expect(finished)
+      for link in links.value { try await link.value }
+      for queue in queues {
+        let mine = events.value.filter { $0.hasSuffix(queue.label) }
+        #expect(mine.count == 40)
+        let firstLate = mine.firstIndex { $0.hasPrefix("late") } ?? mine.count
+        #expect(firstLate == 8, "a late callback overtook an early one on \(queue.label): \(mine)")
+      }
+    }
+  }
 }
