@@ -14,14 +14,16 @@ struct DeadlineTests {
 
   @Test func deadlinesAreExactToTheMillisecondNotRoundedToWholeSeconds() async throws {
     try await withServer({ router in
-      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .seconds(20)) }
+      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .seconds(50)) }
     }) { server in
-      // libcurl would truncate 10.5 s to 10 s; the client's own timer ends it at 10.5 s exactly.
+      // libcurl would truncate 30.5 s to 30 s; the client's own timer ends it at 30.5 s exactly.
+      // (Once 10.5 s: under ThreadSanitizer, with the whole suite running, getting from the
+      // request to `advance` took longer than libcurl's real-time backstop of 11.5 s.)
       let clock = VirtualTimeScheduler()
-      let client = server.client(timeout: .milliseconds(10_500), scheduler: clock)
+      let client = server.client(timeout: .milliseconds(30_500), scheduler: clock)
       let request = client.get("slow")
       #expect(await server.arrived(1))
-      clock.advance(by: .milliseconds(10_499))
+      clock.advance(by: .milliseconds(30_499))
       #expect(request.isPending)
       clock.advance(by: .milliseconds(1))
       let (result, _) = await outcome(of: request)
@@ -29,7 +31,7 @@ struct DeadlineTests {
         Issue.record("expected a timeout, got \(result)")
         return
       }
-      #expect(deadline == .milliseconds(10_500))
+      #expect(deadline == .milliseconds(30_500))
       #expect(url?.path == "/slow")
     }
   }
@@ -37,16 +39,17 @@ struct DeadlineTests {
   @Test func aTrickledBodyPastTheDeadlineTimesOut() async throws {
     try await withServer({ router in
       router.on("GET", "/trickle") { _ in
-        .trickle(.text(String(repeating: "x", count: 1000)), chunkSize: 10, interval: .milliseconds(200))
+        .trickle(.text(String(repeating: "x", count: 1000)), chunkSize: 10, interval: .milliseconds(500))
       }
     }) { server in
       let clock = VirtualTimeScheduler()
-      // The body takes 20 s to trickle in; the 10 s deadline passes when the clock says so.
-      let request = server.client(timeout: .seconds(10), scheduler: clock).get("trickle")
+      // The body takes 50 s to trickle in; the 30 s deadline passes when the clock says so
+      // (libcurl's real-time backstop is 31 s away).
+      let request = server.client(timeout: .seconds(30), scheduler: clock).get("trickle")
       #expect(await server.arrived(1))
-      clock.advance(by: .seconds(10))
+      clock.advance(by: .seconds(30))
       let (result, elapsed) = await outcome(of: request)
-      report("trickled body past deadline (10 s, virtual)", result, elapsed)
+      report("trickled body past deadline (30 s, virtual)", result, elapsed)
       guard case .timedOut? = httpError(result) else {
         Issue.record("expected a timeout, got \(result)")
         return
