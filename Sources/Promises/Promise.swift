@@ -26,8 +26,12 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   @usableFromInline @exclusivity(unchecked) var state: PromiseState
   @usableFromInline let lock = SpinLock()
   @exclusivity(unchecked) var flags: PromiseFlags = []
-  /// Mirrors "not pending" for lock-free reads by observers counting live callbacks (reading
-  /// another promise's state under its lock while holding ours could deadlock).
+  /// Mirrors "not pending", for reads without the lock.
+  ///
+  /// Read by observers counting live callbacks (reading another promise's state under its lock
+  /// while holding ours could deadlock) and by `registerLink` on a fulfilled promise. Set
+  /// (releasing) only after the settlement has placed its callbacks, so whoever reads it set
+  /// queues behind them.
   let settledFlag = Atomic<Bool>(false)
   let line: UInt32
   /// The value once fulfilled; until then, `upstream` and `extras` (see `ValueStorage`).
@@ -232,8 +236,8 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
 
   /// Runs `node` when this promise settles: the single primitive under every combinator.
   ///
-  /// Cost: one lock acquisition and no allocation (the node is linked in place); none on a
-  /// fulfilled promise. On a settled promise the node goes to its queue's outbox (never to a
+  /// Cost: one lock acquisition (none on a fulfilled promise) and no allocation (the node is
+  /// linked in place). On a settled promise the node goes to its queue's outbox (never to a
   /// drain in progress, so it cannot overtake earlier callbacks of this promise), which costs
   /// a `queue.async` only when no block for that queue is on its way already.
   @usableFromInline
