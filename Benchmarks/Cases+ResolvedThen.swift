@@ -29,6 +29,16 @@ extension Plan {
           return try countdown.wait()
         }
       },
+      BenchCase(workload: workload, variant: "handoff-floor", expected: expected) {
+        // What batching alone can reach: see `FloorOutbox`.
+        let outbox = FloorOutbox(queue: callbackQueue)
+        let countdown = Countdown(ops)
+        let value = 1
+        return {
+          for _ in 0..<ops { outbox.post { countdown.arrive(adding: value + 1) } }
+          return try countdown.wait()
+        }
+      },
       BenchCase(workload: workload, variant: "async-task-value", expected: expected) {
         {
           // `await task.value` on a task that has already completed.

@@ -35,6 +35,8 @@
 //   dispatch         hand-written `DispatchQueue.async` on one serial queue, the same shape: THE
 //                    baseline of the ratio.
 //   async-…          async/await in one Task, the closest fair equivalent (named for what it does).
+//   handoff-floor    (resolved-then) a hand-written batched hand-off with a promise's allocations
+//                    and nothing else: what batching alone can reach (see HandoffFloor.swift).
 //
 // RATIO  "× dispatch" = median ns/unit of the case ÷ median ns/unit of the same workload's
 //   `dispatch` case in this run. 1.00 = costs what hand-written Dispatch costs; 2.00 = twice as
