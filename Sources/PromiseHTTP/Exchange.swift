@@ -9,11 +9,28 @@ import Foundation
 /// The body streams in through `append(_:)`, which enforces the size limit on decompressed
 /// bytes as they arrive; redirects and challenges are decided here too. The completion runs at
 /// most once: on success, on failure, or never if the exchange was cancelled first.
+///
+/// A hop that must repeat the request's body (a 307 or 308, say) is followed with a task of
+/// the exchange's own, started once FoundationNetworking has delivered the 3xx: it would send
+/// that hop without the body (see `Redirects.repeatsBody`).
 final class Exchange: @unchecked Sendable {
   // Safety of `@unchecked Sendable`: every `var` is read and written only while `lock` is held;
   // the `let`s are constants of `Sendable` types (`URLSessionDataTask` is thread-safe).
   private let lock = NSLock()
-  let task: URLSessionDataTask
+  /// The task of the current hop: the first, or the last one the exchange started itself.
+  var task: URLSessionDataTask {
+    lock.lock()
+    defer { lock.unlock() }
+    return currentTask
+  }
+  private var currentTask: URLSessionDataTask
+  /// Makes the task of a hop the exchange follows itself, registered with the session's
+  /// delegate and not resumed.
+  private let startTask: @Sendable (URLRequest, Exchange) -> URLSessionDataTask
+  /// The hop to follow with a task of the exchange's own once the current task has completed.
+  private var pendingHop: URLRequest?
+  /// The request as the client sent it (its body is repeated by hops that keep the method).
+  let request: URLRequest
   let requestURL: URL
   let maximumBodySize: Int
   let redirectPolicy: RedirectPolicy
@@ -25,10 +42,14 @@ final class Exchange: @unchecked Sendable {
   private var completion: (@Sendable (Result<HTTPResponse, HTTPError>) -> Void)?
 
   init(
-    task: URLSessionDataTask, requestURL: URL, maximumBodySize: Int, redirectPolicy: RedirectPolicy,
-    sensitiveHeaders: HeaderNameSet, completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
+    task: URLSessionDataTask, request: URLRequest, requestURL: URL, maximumBodySize: Int,
+    redirectPolicy: RedirectPolicy, sensitiveHeaders: HeaderNameSet,
+    startTask: @escaping @Sendable (URLRequest, Exchange) -> URLSessionDataTask,
+    completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) {
-    self.task = task
+    self.currentTask = task
+    self.startTask = startTask
+    self.request = request
     self.requestURL = requestURL
     self.maximumBodySize = maximumBodySize
     self.redirectPolicy = redirectPolicy
@@ -41,6 +62,8 @@ final class Exchange: @unchecked Sendable {
   func cancel() {
     lock.lock()
     completion = nil
+    pendingHop = nil
+    let task = currentTask
     lock.unlock()
     task.cancel()
   }
@@ -56,6 +79,8 @@ final class Exchange: @unchecked Sendable {
     let completion = self.completion
     self.completion = nil
     body = Data()
+    pendingHop = nil
+    let task = currentTask
     lock.unlock()
     if cancellingTask { task.cancel() }
     completion?(.failure(error))
@@ -101,12 +126,19 @@ final class Exchange: @unchecked Sendable {
   func redirect(_ redirection: HTTPURLResponse, to proposed: URLRequest) -> URLRequest? {
     lock.lock()
     let decision = Redirects.decide(
-      location: redirection.value(forHTTPHeaderField: "Location"), proposed: proposed, origin: requestURL,
-      visited: visited, policy: redirectPolicy, sensitiveHeaders: sensitiveHeaders)
+      location: redirection.value(forHTTPHeaderField: "Location"), proposed: proposed, original: request,
+      origin: requestURL, visited: visited, policy: redirectPolicy, sensitiveHeaders: sensitiveHeaders)
     if case .follow(let request) = decision, let url = request.url {
       visited.append(url)
       response = nil
       body = Data()
+      if Redirects.repeatsBody(request, of: self.request) {
+        // Not followed by FoundationNetworking, which delivers the 3xx instead; `complete`
+        // then starts this hop.
+        pendingHop = request
+        lock.unlock()
+        return nil
+      }
     }
     lock.unlock()
     switch decision {
@@ -136,8 +168,18 @@ final class Exchange: @unchecked Sendable {
   /// Delivers the outcome when the task completes.
   func complete(error: (any Error)?) {
     lock.lock()
+    if let hop = pendingHop, completion != nil, error == nil {
+      pendingHop = nil
+      response = nil
+      body = Data()
+      lock.unlock()
+      follow(hop)
+      return
+    }
+    pendingHop = nil
     let completion = self.completion
     self.completion = nil
+    let task = currentTask
     var response = self.response
     let body = self.body
     let refusedChallenge = answeredChallenge
@@ -173,6 +215,22 @@ final class Exchange: @unchecked Sendable {
     } else {
       completion(.failure(.transportFailure(urlError ?? URLError(.badServerResponse), url: requestURL)))
     }
+  }
+
+  /// Starts the task of a hop the exchange follows itself; a cancellation meanwhile cancels it.
+  private func follow(_ hop: URLRequest) {
+    lock.lock()
+    let cancelled = completion == nil
+    lock.unlock()
+    guard !cancelled else { return }
+    let task = startTask(hop, self)
+    lock.lock()
+    currentTask = task
+    let cancelledMeanwhile = completion == nil
+    lock.unlock()
+    task.resume()
+    // A `cancel()` that ran before `currentTask` was set cancelled the previous task only.
+    if cancelledMeanwhile { task.cancel() }
   }
 
   /// Returns the response, whose headers' descriptions redact `sensitiveHeaders`.

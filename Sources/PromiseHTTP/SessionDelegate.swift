@@ -14,10 +14,10 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
   private let lock = NSLock()
   private var exchanges: [Int: Exchange] = [:]
 
-  /// Registers `exchange` before its task is resumed.
-  func add(_ exchange: Exchange) {
+  /// Registers `exchange` as the one `task` serves, before the task is resumed.
+  func add(_ exchange: Exchange, for task: URLSessionTask) {
     lock.lock()
-    exchanges[exchange.task.taskIdentifier] = exchange
+    exchanges[task.taskIdentifier] = exchange
     lock.unlock()
   }
 

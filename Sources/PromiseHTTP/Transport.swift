@@ -32,10 +32,17 @@ final class Transport: Sendable {
     sensitiveHeaders: HeaderNameSet, completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) -> Exchange {
     let task = session.dataTask(with: request)
+    // A hop the exchange follows itself holds the transport until its task completes.
     let exchange = Exchange(
-      task: task, requestURL: request.url!, maximumBodySize: maximumBodySize, redirectPolicy: redirectPolicy,
-      sensitiveHeaders: sensitiveHeaders, completion: completion)
-    delegate.add(exchange)
+      task: task, request: request, requestURL: request.url!, maximumBodySize: maximumBodySize,
+      redirectPolicy: redirectPolicy, sensitiveHeaders: sensitiveHeaders,
+      startTask: { [self] hop, exchange in
+        let task = session.dataTask(with: hop)
+        delegate.add(exchange, for: task)
+        return task
+      },
+      completion: completion)
+    delegate.add(exchange, for: task)
     task.resume()
     return exchange
   }
