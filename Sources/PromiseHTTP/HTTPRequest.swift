@@ -15,6 +15,10 @@ public struct HTTPRequest: Sendable {
   public var method: HTTPMethod
   /// The path relative to the client's base URL (`"stream/config"`), or an absolute URL.
   ///
+  /// Bytes a URL cannot hold (a space, `ü`, `[`) are percent-encoded; escapes already in the
+  /// path (`%2F`) are kept as they are, and a `?` starts a query. For segments from untrusted
+  /// input, build the path with `HTTPPath`.
+  ///
   /// An absolute URL on another scheme, host or port than the base URL gets neither the
   /// client's default headers that are among its `sensitiveHeaders` nor the authenticator's
   /// token; headers given with the request itself are sent.

@@ -69,13 +69,16 @@ struct RequestBuilder: Sendable {
   /// - Returns: The URL, or `nil` when the parts do not make one.
   static func url(base: URL, path: String, query: [URLQueryItem]) -> URL? {
     let url: URL?
-    if path.contains("://") {
-      url = URL(string: path)
+    if let scheme = path.range(of: "://") {
+      // The authority as written; what follows it, encoded as a relative path is.
+      let authorityEnd = path[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" }
+      let end = authorityEnd ?? path.endIndex
+      url = URL(string: String(path[..<end]) + PercentEncoding.encodeInvalid(String(path[end...])))
     } else {
       var prefix = base.absoluteString
       if let cut = prefix.firstIndex(where: { $0 == "?" || $0 == "#" }) { prefix = String(prefix[..<cut]) }
       if !prefix.hasSuffix("/") { prefix += "/" }
-      url = URL(string: prefix + path.drop { $0 == "/" })
+      url = URL(string: prefix + PercentEncoding.encodeInvalid(String(path.drop { $0 == "/" })))
     }
     guard let url, !query.isEmpty else { return url }
     guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return nil }
@@ -89,7 +92,7 @@ struct RequestBuilder: Sendable {
   }
 }
 
-/// Percent-encoding of path segments and query items: one routine, two sets of bytes kept.
+/// Percent-encoding of path segments, query items and whole paths.
 enum PercentEncoding {
   /// RFC 3986 `unreserved`: letters, digits, `-`, `.`, `_`, `~`.
   static let unreserved: Set<UInt8> = {
@@ -104,6 +107,43 @@ enum PercentEncoding {
   /// `unreserved` plus the sub-delimiters that are safe inside one path segment.
   static let pathSegment: Set<UInt8> = unreserved.union("!$&'()*,;=:@".utf8)
 
+  /// What a path (with its query) may hold as it is: `pathSegment` plus `/`, `?`, `#` and `+`.
+  static let pathAndQuery: Set<UInt8> = pathSegment.union("/?#+".utf8)
+
+  /// Returns `text` with the bytes a URL cannot hold written as `%XX`, and what it already
+  /// escapes (`%` and two hex digits) left alone.
+  ///
+  /// `URL(string:)` re-escapes every `%` of a string it has to fix: `"a%2Fb c"` became
+  /// `a%252Fb%20c`, while `"a%2Fb"` stays `a%2Fb` (Swift 6.3.1) — so one escape meant two
+  /// different resources depending on a space elsewhere in the path. Escaping the invalid
+  /// bytes first leaves it nothing to fix. A `%` that starts no escape becomes `%25`.
+  static func encodeInvalid(_ text: String) -> String {
+    let bytes = Array(text.utf8)
+    var out = ""
+    for (index, byte) in bytes.enumerated() {
+      let startsEscape =
+        byte == UInt8(ascii: "%") && index + 2 < bytes.count && isHexDigit(bytes[index + 1])
+        && isHexDigit(bytes[index + 2])
+      if startsEscape || pathAndQuery.contains(byte) {
+        out.unicodeScalars.append(Unicode.Scalar(byte))
+      } else {
+        out += escape(byte)
+      }
+    }
+    return out
+  }
+
+  /// `%XX` for `byte`, upper-case hex.
+  private static func escape(_ byte: UInt8) -> String {
+    "%" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true)
+  }
+
+  private static func isHexDigit(_ byte: UInt8) -> Bool {
+    (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+      || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+      || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+  }
+
   /// Returns `text` with every byte outside `kept` written as `%XX` (upper-case hex).
   static func encode(_ text: String, keeping kept: Set<UInt8>) -> String {
     var out = ""
@@ -111,8 +151,7 @@ enum PercentEncoding {
       if kept.contains(byte) {
         out.unicodeScalars.append(Unicode.Scalar(byte))
       } else {
-        out +=
-          "%" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 0xF, radix: 16, uppercase: true)
+        out += escape(byte)
       }
     }
     return out

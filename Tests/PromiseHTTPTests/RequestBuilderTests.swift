@@ -36,6 +36,18 @@ struct RequestBuilderTests {
       base: "http://h/", path: "x",
       query: [URLQueryItem(name: "b", value: "2"), URLQueryItem(name: "a", value: "1")],
       expected: "http://h/x?b=2&a=1"),
+    // An escape means the same whatever else the path holds (`URL(string:)` alone re-escaped
+    // every `%` of a string it had to fix: `a%2Fb c` became `a%252Fb%20c`).
+    URLCase(base: "http://h/", path: "a%2Fb", expected: "http://h/a%2Fb"),
+    URLCase(base: "http://h/", path: "a%2Fb c", expected: "http://h/a%2Fb%20c"),
+    URLCase(base: "http://h/", path: "a%2fb/ü", expected: "http://h/a%2fb/%C3%BC"),
+    URLCase(
+      base: "http://h/", path: "files/my report[1].pdf", expected: "http://h/files/my%20report%5B1%5D.pdf"),
+    URLCase(base: "http://h/", path: "100%/50%zz", expected: "http://h/100%25/50%25zz"),
+    URLCase(base: "http://h/", path: "x?q=a b&r=%26", expected: "http://h/x?q=a%20b&r=%26"),
+    URLCase(base: "http://h/", path: "a+b;c=d@e:f!$'()*,~", expected: "http://h/a+b;c=d@e:f!$'()*,~"),
+    URLCase(base: "http://h/", path: "https://[::1]:8443/a%2Fb c", expected: "https://[::1]:8443/a%2Fb%20c"),
+    URLCase(base: "http://h/", path: "https://other/ü?x=é", expected: "https://other/%C3%BC?x=%C3%A9"),
   ]
 
   @Test(arguments: urlCases)
