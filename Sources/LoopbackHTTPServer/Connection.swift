@@ -59,6 +59,10 @@ struct Connection: Sendable {
     case .closeImmediately:
       return .close
 
+    case .raw(let bytes):
+      _ = Socket.send(fd, bytes)
+      return .close
+
     case .resetMidHeaders:
       let head = Self.head(.text("this response is cut short"), closing: false)
       _ = Socket.send(fd, head.prefix(min(head.count - 1, 28)))

@@ -28,4 +28,7 @@ public enum ServerAction: Sendable {
   case gzipBomb(decompressedSize: Int)
   /// Sends the response with `Transfer-Encoding: chunked`, the body cut into `chunkSize`-byte chunks.
   case chunked(ServerResponse, chunkSize: Int)
+  /// Writes `bytes` as they are — status line, header fields and body, well-formed or not (for
+  /// example a field value in ISO-8859-1) — then closes the connection.
+  case raw([UInt8])
 }

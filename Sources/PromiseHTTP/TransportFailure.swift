@@ -17,7 +17,10 @@ enum TransportFailure {
   /// (redacted, bounded), the redacted URL, and an underlying error with the original code.
   static func urlError(from error: URLError, url: URL?) -> URLError {
     let clean = url.map(Redaction.url)
-    let message = self.message(of: error).map { Redaction.message($0, limit: HTTPError.excerptLimit) }
+    var message = self.message(of: error).map { Redaction.message($0, limit: HTTPError.excerptLimit) }
+    if error.code == .unknown, let text = message, text.hasPrefix(unreadableHeader) {
+      message = text + unreadableHeaderExplanation
+    }
     var info: [String: Any] = [:]
     if let clean { info[NSURLErrorFailingURLErrorKey] = clean }
     if let message {
@@ -27,6 +30,19 @@ enum TransportFailure {
     }
     return URLError(refinedCode(error.code, message: message), userInfo: info)
   }
+
+  /// What libcurl says when FoundationNetworking refused a header line of the response.
+  ///
+  /// FoundationNetworking reads header lines as UTF-8 and fails the whole transfer on one that
+  /// is not: a field value in ISO-8859-1 (`X-Name: \u{E9}` as the single byte 0xE9, which some
+  /// servers send for non-ASCII text) ends the request with this message and the code
+  /// `.unknown` (measured on Swift 6.3.1).
+  static let unreadableHeader = "Failed writing header"
+
+  /// Says what `unreadableHeader` means, after libcurl's words.
+  static let unreadableHeaderExplanation =
+    " (FoundationNetworking could not read a header field of the response: it accepts only"
+    + " UTF-8, and a value in ISO-8859-1 is the usual cause)"
 
   /// Returns the message FoundationNetworking gave the error, if it gave one.
   static func message(of error: URLError) -> String? {
@@ -41,7 +57,9 @@ enum TransportFailure {
   /// certificate that does not verify (self-signed, unknown issuer, expired); "SSL: no
   /// alternative certificate subject name matches target host name …" or "SSL: certificate
   /// subject name … does not match target host name …" for a name mismatch; other "SSL"/"TLS"
-  /// texts for a handshake that failed ("wrong version number" from a plain HTTP server).
+  /// texts for a handshake that failed ("wrong version number" from a plain HTTP server);
+  /// "Failed writing header" when FoundationNetworking could not take a header line of the
+  /// response (`.cannotParseResponse`, see `unreadableHeader`).
   static func refinedCode(_ code: URLError.Code, message: String?) -> URLError.Code {
     guard code == .unknown, let message else { return code }
     if message.hasPrefix("SSL certificate problem:") {
@@ -53,6 +71,7 @@ enum TransportFailure {
       return .serverCertificateUntrusted
     }
     if message.contains("SSL") || message.contains("TLS") { return .secureConnectionFailed }
+    if message.hasPrefix(unreadableHeader) { return .cannotParseResponse }
     return code
   }
 }

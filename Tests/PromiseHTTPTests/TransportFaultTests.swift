@@ -29,6 +29,21 @@ struct TransportFaultTests {
     guard case .transport? = error else { Issue.record("got \(String(describing: error))"); return }
   }
 
+  @Test func aHeaderValueThatIsNotUTF8IsAParseFailureThatSaysSo() async throws {
+    // `X-Name: é` in ISO-8859-1 (one byte, 0xE9), as some servers send non-ASCII field values.
+    let response =
+      Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Name: ".utf8) + [0xE9]
+      + Array("\r\nConnection: close\r\n\r\nok".utf8)
+    let (error, _) = try await run("a header field in ISO-8859-1", .raw(response))
+    guard case .transport(let urlError, _)? = error else {
+      Issue.record("got \(String(describing: error))")
+      return
+    }
+    #expect(urlError.code == .cannotParseResponse)
+    #expect(error?.description.contains("accepts only UTF-8") == true, "\(String(describing: error))")
+    #expect(!RetryPolicy.default.retryableErrorCodes.contains(urlError.code), "a retry gets the same header")
+  }
+
   @Test func aResetMidHeadersIsATransportError() async throws {
     let (error, _) = try await run("reset mid-headers", .resetMidHeaders)
     guard case .transport? = error else { Issue.record("got \(String(describing: error))"); return }
