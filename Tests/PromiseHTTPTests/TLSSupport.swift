@@ -81,7 +81,7 @@ struct TestCertificate {
 }
 
 /// The lines a child process writes to its standard output, collected as they arrive.
-private final class Lines: @unchecked Sendable {
+final class Lines: @unchecked Sendable {
   // Safety of `@unchecked Sendable`: `pending`, `lines` and `ended` are read and written only
   // while `condition` is locked.
   private let condition = NSCondition()

@@ -1,0 +1,101 @@
+import Foundation
+
+/// httpbin (the Python request-echo service) served by gunicorn: a server the project did not
+/// write, for `HttpbinTests`.
+///
+/// One server for the whole test process, started by the first test that asks for it: a python3
+/// watcher binds a loopback port, hands the socket to gunicorn (`--bind fd://N`), waits until
+/// httpbin answers, prints the port, and stops gunicorn when its standard input closes — which
+/// happens when the test process exits, however it exits.
+final class HttpbinServer: Sendable {
+  /// Whether `python3` can import `httpbin` and `gunicorn` (`.ci/run` installs both).
+  static let available: Bool = {
+    guard let python = TLSTools.python else { return false }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: python)
+    process.arguments = ["-c", "import httpbin, gunicorn"]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    do {
+      try process.run()
+      process.waitUntilExit()
+      return process.terminationStatus == 0
+    } catch {
+      return false
+    }
+  }()
+
+  /// The server of this test process, started on first use; the error if it could not start.
+  static let shared: Result<HttpbinServer, any Error> = Result { try HttpbinServer() }
+
+  /// The port it listens on, on 127.0.0.1.
+  let port: Int
+  // Kept so that its standard input stays open until the test process exits.
+  private let process: Process
+  private let input: Pipe
+
+  private static let script = """
+    import os, socket, subprocess, sys, time, urllib.request
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    os.set_inheritable(listener.fileno(), True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--bind", "fd://%d" % listener.fileno(),
+         "--workers", "2", "--worker-class", "gthread", "--threads", "32",
+         "--log-level", "warning", "httpbin:app"],
+        pass_fds=(listener.fileno(),))
+    deadline = time.time() + 60
+    while True:
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/get" % port, timeout=2).read()
+            break
+        except Exception as error:
+            if time.time() > deadline or server.poll() is not None:
+                print("failed", error, flush=True)
+                server.kill()
+                sys.exit(1)
+            time.sleep(0.1)
+    print("port", port, flush=True)
+    sys.stdin.read()
+    server.terminate()
+    try:
+        server.wait(10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    """
+
+  private init() throws {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: TLSTools.python ?? "python3")
+    process.arguments = ["-c", Self.script]
+    let input = Pipe()
+    let outputPipe = Pipe()
+    let output = Lines()
+    process.standardInput = input
+    process.standardOutput = outputPipe
+    // gunicorn's and httpbin's warnings go to the test log.
+    outputPipe.fileHandleForReading.readabilityHandler = { handle in
+      let data = handle.availableData
+      if data.isEmpty { handle.readabilityHandler = nil }
+      output.receive(data)
+    }
+    do {
+      try process.run()
+    } catch {
+      throw TLSFixtureError(description: "python3 did not start: \(error)")
+    }
+    self.process = process
+    self.input = input
+    // Under ThreadSanitizer on a loaded machine, python3 and gunicorn take seconds to start.
+    guard let line = output.first(from: 0, withPrefix: "port ", timeout: .seconds(60)),
+      let port = Int(line.dropFirst("port ".count))
+    else {
+      try? input.fileHandleForWriting.close()
+      throw TLSFixtureError(description: "httpbin under gunicorn did not start: \(output.all)")
+    }
+    self.port = port
+  }
+
+  /// `http://127.0.0.1:PORT/`.
+  var baseURL: URL { URL(string: "http://127.0.0.1:\(port)/")! }
+}
