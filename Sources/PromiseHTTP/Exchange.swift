@@ -201,7 +201,8 @@ final class Exchange: @unchecked Sendable {
         ?? URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: ($0 as NSError).localizedDescription])
     }
     if let unknown = urlError, unknown.code == .unknown, let response,
-      response.expectedContentLength > Int64(body.count)
+      response.expectedContentLength > Int64(body.count),
+      TransportFailure.refinedCode(.unknown, message: TransportFailure.message(of: unknown)) == .unknown
     {
       // libcurl's "transfer closed with bytes remaining" arrives as an unknown error (-1):
       // the connection ended before the declared body did.

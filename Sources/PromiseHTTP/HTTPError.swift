@@ -122,6 +122,7 @@ extension HTTPError: CustomStringConvertible, LocalizedError {
     case .badServerResponse: return "bad server response"
     case .zeroByteResource: return "empty reply"
     case .cannotParseResponse: return "cannot parse response"
+    case .cannotDecodeContentData: return "cannot decode content"
     case .secureConnectionFailed: return "secure connection failed"
     case .serverCertificateUntrusted: return "server certificate untrusted"
     case .serverCertificateHasBadDate: return "server certificate expired"

@@ -18,8 +18,8 @@ enum TransportFailure {
   static func urlError(from error: URLError, url: URL?) -> URLError {
     let clean = url.map(Redaction.url)
     var message = self.message(of: error).map { Redaction.message($0, limit: HTTPError.excerptLimit) }
-    if error.code == .unknown, let text = message, text.hasPrefix(unreadableHeader) {
-      message = text + unreadableHeaderExplanation
+    if let text = message, let explanation = malformedResponse(text, code: error.code)?.explanation {
+      message = text + explanation
     }
     var info: [String: Any] = [:]
     if let clean { info[NSURLErrorFailingURLErrorKey] = clean }
@@ -31,18 +31,50 @@ enum TransportFailure {
     return URLError(refinedCode(error.code, message: message), userInfo: info)
   }
 
-  /// What libcurl says when FoundationNetworking refused a header line of the response.
-  ///
-  /// FoundationNetworking reads header lines as UTF-8 and fails the whole transfer on one that
-  /// is not: a field value in ISO-8859-1 (`X-Name: \u{E9}` as the single byte 0xE9, which some
-  /// servers send for non-ASCII text) ends the request with this message and the code
-  /// `.unknown` (measured on Swift 6.3.1).
-  static let unreadableHeader = "Failed writing header"
+  /// A response libcurl could not take, as FoundationNetworking reports it.
+  struct MalformedResponse {
+    /// How libcurl's message starts.
+    let prefix: String
+    /// The code FoundationNetworking gives it.
+    let reported: URLError.Code
+    /// The code it means.
+    let code: URLError.Code
+    /// What happened, after libcurl's words, where those mislead; else empty.
+    let explanation: String
+  }
 
-  /// Says what `unreadableHeader` means, after libcurl's words.
-  static let unreadableHeaderExplanation =
-    " (FoundationNetworking could not read a header field of the response: it accepts only"
-    + " UTF-8, and a value in ISO-8859-1 is the usual cause)"
+  /// The responses libcurl refuses, measured on Swift 6.3.1 (libcurl 7.88) against servers
+  /// that send them; none is retried by default, except a transfer cut short.
+  ///
+  /// FoundationNetworking reads header lines as UTF-8 and fails the transfer on one that is
+  /// not, such as a field value in ISO-8859-1 (`X-Name: \u{E9}` as the single byte 0xE9), which
+  /// gunicorn sends for non-ASCII text; libcurl refuses a header line over 100 KiB as if it were
+  /// out of memory.
+  static let malformedResponses = [
+    MalformedResponse(
+      prefix: "Failed writing header", reported: .unknown, code: .cannotParseResponse,
+      explanation: " (FoundationNetworking could not read a header field of the response: it accepts"
+        + " only UTF-8, and a value in ISO-8859-1 is the usual cause)"),
+    MalformedResponse(
+      prefix: "Out of memory", reported: .unknown, code: .cannotParseResponse,
+      explanation: " (libcurl's words for a response header line over its limit of 100 KiB)"),
+    MalformedResponse(
+      prefix: "Illegal or missing hexadecimal sequence in chunked-encoding", reported: .unknown,
+      code: .cannotParseResponse, explanation: ""),
+    MalformedResponse(
+      prefix: "Error while processing content unencoding", reported: .unknown, code: .cannotDecodeContentData,
+      explanation: " (the body is not in the Content-Encoding the response declares)"),
+    MalformedResponse(
+      prefix: "Received HTTP/0.9 when not allowed", reported: .unsupportedURL, code: .cannotParseResponse,
+      explanation: " (the server did not answer in HTTP)"),
+    MalformedResponse(
+      prefix: "transfer closed with", reported: .unknown, code: .networkConnectionLost, explanation: ""),
+  ]
+
+  /// The malformed response that `message`, reported with `code`, describes, if any.
+  static func malformedResponse(_ message: String, code: URLError.Code) -> MalformedResponse? {
+    malformedResponses.first { $0.reported == code && message.hasPrefix($0.prefix) }
+  }
 
   /// Returns the message FoundationNetworking gave the error, if it gave one.
   static func message(of error: URLError) -> String? {
@@ -57,11 +89,12 @@ enum TransportFailure {
   /// certificate that does not verify (self-signed, unknown issuer, expired); "SSL: no
   /// alternative certificate subject name matches target host name …" or "SSL: certificate
   /// subject name … does not match target host name …" for a name mismatch; other "SSL"/"TLS"
-  /// texts for a handshake that failed ("wrong version number" from a plain HTTP server);
-  /// "Failed writing header" when FoundationNetworking could not take a header line of the
-  /// response (`.cannotParseResponse`, see `unreadableHeader`).
+  /// texts for a handshake that failed ("wrong version number" from a plain HTTP server); and
+  /// those of `malformedResponses`.
   static func refinedCode(_ code: URLError.Code, message: String?) -> URLError.Code {
-    guard code == .unknown, let message else { return code }
+    guard let message else { return code }
+    if let malformed = malformedResponse(message, code: code) { return malformed.code }
+    guard code == .unknown else { return code }
     if message.hasPrefix("SSL certificate problem:") {
       if message.contains("certificate has expired") { return .serverCertificateHasBadDate }
       if message.contains("certificate is not yet valid") { return .serverCertificateNotYetValid }
@@ -71,7 +104,6 @@ enum TransportFailure {
       return .serverCertificateUntrusted
     }
     if message.contains("SSL") || message.contains("TLS") { return .secureConnectionFailed }
-    if message.hasPrefix(unreadableHeader) { return .cannotParseResponse }
     return code
   }
 }

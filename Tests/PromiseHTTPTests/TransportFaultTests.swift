@@ -44,6 +44,52 @@ struct TransportFaultTests {
     #expect(!RetryPolicy.default.retryableErrorCodes.contains(urlError.code), "a retry gets the same header")
   }
 
+  /// A response libcurl refuses, as raw bytes, and the code and words its error must have.
+  struct Malformed: Sendable, CustomTestStringConvertible {
+    let name: String
+    let response: [UInt8]
+    let code: URLError.Code
+    let words: String
+
+    var testDescription: String { name }
+  }
+
+  static let malformed: [Malformed] = [
+    Malformed(
+      name: "a header line of 110 KiB",
+      response: Array(
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Big: \(String(repeating: "a", count: 110_000))\r\n\r\nok"
+          .utf8),
+      code: .cannotParseResponse, words: "over its limit of 100 KiB"),
+    Malformed(
+      name: "a gzip body that is not gzip",
+      response: Array(
+        "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 10\r\n\r\n0123456789".utf8),
+      code: .cannotDecodeContentData, words: "not in the Content-Encoding"),
+    Malformed(
+      name: "a chunk size that is not hexadecimal",
+      response: Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\nhello\r\n0\r\n\r\n".utf8),
+      code: .cannotParseResponse, words: "chunked-encoding"),
+    Malformed(
+      name: "an answer that is not HTTP", response: Array("SSH-2.0-OpenSSH_9.2\r\n".utf8),
+      code: .cannotParseResponse, words: "did not answer in HTTP"),
+    Malformed(
+      name: "two Content-Length fields, the second longer than the body",
+      response: Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok".utf8),
+      code: .networkConnectionLost, words: "transfer closed"),
+  ]
+
+  @Test(arguments: malformed)
+  func aMalformedResponseHasTheCodeItMeansAndSaysWhatHappened(_ row: Malformed) async throws {
+    let (error, _) = try await run(row.name, .raw(row.response))
+    guard case .transport(let urlError, _)? = error else {
+      Issue.record("got \(String(describing: error))")
+      return
+    }
+    #expect(urlError.code == row.code)
+    #expect(urlError.localizedDescription.contains(row.words), "\(urlError.localizedDescription)")
+  }
+
   @Test func aResetMidHeadersIsATransportError() async throws {
     let (error, _) = try await run("reset mid-headers", .resetMidHeaders)
     guard case .transport? = error else { Issue.record("got \(String(describing: error))"); return }
