@@ -94,7 +94,11 @@ final class Exchange: @unchecked Sendable {
     }
     let encoded =
       http.value(forHTTPHeaderField: "Content-Encoding").map { !$0.isEmpty && $0 != "identity" } ?? false
-    let hasBody = task.originalRequest?.httpMethod != "HEAD"
+    lock.lock()
+    let followingHop = pendingHop != nil
+    lock.unlock()
+    // The 3xx of a hop the exchange follows itself is not the answer: its size does not count.
+    let hasBody = task.originalRequest?.httpMethod != "HEAD" && !followingHop
     if hasBody, !encoded, http.expectedContentLength > Int64(maximumBodySize) {
       fail(.tooLarge(limit: maximumBodySize, url: requestURL), cancellingTask: false)
       return .cancel
@@ -109,7 +113,8 @@ final class Exchange: @unchecked Sendable {
   /// Appends body bytes (already decompressed); cancels the task once past the size limit.
   func append(_ data: Data) {
     lock.lock()
-    guard completion != nil else {
+    // Dropped: the body of a 3xx whose hop the exchange follows itself.
+    guard completion != nil, pendingHop == nil else {
       lock.unlock()
       return
     }
@@ -126,16 +131,22 @@ final class Exchange: @unchecked Sendable {
   func redirect(_ redirection: HTTPURLResponse, to proposed: URLRequest) -> URLRequest? {
     lock.lock()
     let decision = Redirects.decide(
-      location: redirection.value(forHTTPHeaderField: "Location"), proposed: proposed, original: request,
+      location: redirection.value(forHTTPHeaderField: "Location"), status: redirection.statusCode,
+      proposed: proposed, original: request,
       origin: requestURL, visited: visited, policy: redirectPolicy, sensitiveHeaders: sensitiveHeaders)
     if case .follow(let request) = decision, let url = request.url {
       visited.append(url)
       response = nil
       body = Data()
-      if Redirects.repeatsBody(request, of: self.request) {
+      if Redirects.repeatsBody(request) {
         // Not followed by FoundationNetworking, which delivers the 3xx instead; `complete`
-        // then starts this hop.
-        pendingHop = request
+        // then starts this hop. Its `Cookie` goes back to the client's own: the proposed one
+        // holds the cookie storage's too, which the new task adds again.
+        var hop = request
+        if hop.value(forHTTPHeaderField: "Cookie") != nil {
+          hop.setValue(self.request.value(forHTTPHeaderField: "Cookie"), forHTTPHeaderField: "Cookie")
+        }
+        pendingHop = hop
         lock.unlock()
         return nil
       }
@@ -202,7 +213,9 @@ final class Exchange: @unchecked Sendable {
     }
     if let unknown = urlError, unknown.code == .unknown, let response,
       response.expectedContentLength > Int64(body.count),
-      TransportFailure.refinedCode(.unknown, message: TransportFailure.message(of: unknown)) == .unknown
+      TransportFailure.message(of: unknown).flatMap({ TransportFailure.malformedResponse($0, code: .unknown) }
+      )
+        == nil
     {
       // libcurl's "transfer closed with bytes remaining" arrives as an unknown error (-1):
       // the connection ended before the declared body did.

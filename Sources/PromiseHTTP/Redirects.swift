@@ -83,6 +83,7 @@ enum Redirects {
   /// - Parameters:
   ///   - location: The raw `Location` of the 3xx response; its scheme is checked before
   ///     FoundationNetworking's rewriting can hide it.
+  ///   - status: The 3xx status of the hop.
   ///   - proposed: The request FoundationNetworking would send next.
   ///   - original: The request as the client first sent it, whose body a hop may repeat.
   ///   - origin: The URL of the original request; sensitive headers go only to its origin.
@@ -91,8 +92,8 @@ enum Redirects {
   ///   - sensitiveHeaders: The headers removed from a hop to another origin.
   /// - Returns: The request to follow, or why the hop is not followed.
   static func decide(
-    location: String?, proposed: URLRequest, original: URLRequest, origin: URL, visited: [URL],
-    policy: RedirectPolicy, sensitiveHeaders: HeaderNameSet
+    location: String?, status: Int, proposed: URLRequest, original: URLRequest, origin: URL,
+    visited: [URL], policy: RedirectPolicy, sensitiveHeaders: HeaderNameSet
   ) -> Decision {
     guard case .follow = policy else { return .deliver }
     if let scheme = location.flatMap(scheme(ofReference:)), scheme != "http" && scheme != "https" {
@@ -106,7 +107,7 @@ enum Redirects {
       return .tooManyRedirects(limit: limit)
     }
     var request = proposed
-    carryBody(of: original, into: &request)
+    carryBody(of: original, into: &request, status: status)
     if !isSameOrigin(origin, target) {
       for name in (proposed.allHTTPHeaderFields ?? [:]).keys where sensitiveHeaders.contains(name) {
         request.setValue(nil, forHTTPHeaderField: name)
@@ -115,33 +116,33 @@ enum Redirects {
     return .follow(request)
   }
 
-  /// Whether `hop` repeats `original`'s method and has a body to repeat with it.
+  /// Whether `hop`, as `decide` made it, carries a body.
   ///
   /// FoundationNetworking sends such a hop with an empty body, whatever the request it is given
   /// (measured on Swift 6.3.1 against httpbin): the client follows it with a task of its own.
-  static func repeatsBody(_ hop: URLRequest, of original: URLRequest) -> Bool {
-    guard let body = original.httpBody, !body.isEmpty else { return false }
-    return (hop.httpMethod ?? "GET").uppercased() == (original.httpMethod ?? "GET").uppercased()
+  static func repeatsBody(_ hop: URLRequest) -> Bool {
+    hop.httpBody.map { !$0.isEmpty } ?? false
   }
 
   /// The header fields that describe a request's body, dropped with the body.
   static let bodyFields = [
     "Content-Type", "Content-Length", "Content-Encoding", "Content-Language", "Content-Location",
+    "Content-Digest", "Repr-Digest", "Digest",
   ]
 
-  /// Gives a hop that repeats the original method the original body, and takes the fields that
-  /// describe a body off a hop that does not.
+  /// Gives a hop that repeats the original method the original body, and takes the body and the
+  /// fields that describe it off a hop that does not, and off every 303.
   ///
   /// RFC 9110 §15.4: a 307 or 308 repeats the request as it was, a 301 or 302 changes only a
-  /// `POST` (to a `GET`), a 303 makes a `GET`; a request turned into a `GET` loses its content
-  /// and the fields that describe it. FoundationNetworking chooses the method that way but sends
+  /// `POST` (to a `GET`), a 303 retrieves the other resource without content; a request turned
+  /// into a `GET` loses its content and the fields that describe it. FoundationNetworking chooses the method that way but sends
   /// every hop without a body: a `PUT` of JSON followed a 307 as a `PUT` with `Content-Length: 0`,
   /// and a `POST` turned into a `GET` still carried its `Content-Type` (measured on Swift 6.3.1
   /// against httpbin).
-  static func carryBody(of original: URLRequest, into hop: inout URLRequest) {
+  static func carryBody(of original: URLRequest, into hop: inout URLRequest, status: Int) {
     let originalMethod = (original.httpMethod ?? "GET").uppercased()
     let hopMethod = (hop.httpMethod ?? "GET").uppercased()
-    if hopMethod == originalMethod {
+    if status != 303, hopMethod == originalMethod {
       hop.httpBody = original.httpBody
     } else {
       hop.httpBody = nil

@@ -57,7 +57,7 @@ enum TransportFailure {
         + " only UTF-8, and a value in ISO-8859-1 is the usual cause)"),
     MalformedResponse(
       prefix: "Out of memory", reported: .unknown, code: .cannotParseResponse,
-      explanation: " (libcurl's words for a response header line over its limit of 100 KiB)"),
+      explanation: " (libcurl's words, usually, for a response header line over its limit of 100 KiB)"),
     MalformedResponse(
       prefix: "Illegal or missing hexadecimal sequence in chunked-encoding", reported: .unknown,
       code: .cannotParseResponse, explanation: ""),

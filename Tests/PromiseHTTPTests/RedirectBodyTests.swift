@@ -141,6 +141,22 @@ struct RedirectBodyTests {
     }
   }
 
+  @Test func theBodyOfTheRedirectItselfDoesNotCountAgainstTheLimit() async throws {
+    try await withServer({ router in
+      router.on("POST", "/from") { _ in
+        .respond(
+          ServerResponse(
+            status: 307, headers: [("Location", "/to")],
+            body: Array(repeating: UInt8(ascii: "r"), count: 50_000)))
+      }
+      router.on("POST", "/to") { request in .respond(.text(request.bodyText)) }
+    }) { server in
+      let client = server.client(maximumResponseSize: 10_000)
+      let response = try await client.post("from", body: Data("x".utf8)).value
+      #expect(response.text == "x")
+    }
+  }
+
   @Test func theBodyRulesArePure() throws {
     let url = try #require(URL(string: "http://127.0.0.1/x"))
     var original = URLRequest(url: url)
@@ -149,17 +165,25 @@ struct RedirectBodyTests {
     original.setValue("application/json", forHTTPHeaderField: "Content-Type")
     var kept = original
     kept.httpBody = nil
-    #expect(Redirects.repeatsBody(kept, of: original))
-    Redirects.carryBody(of: original, into: &kept)
+    Redirects.carryBody(of: original, into: &kept, status: 307)
     #expect(kept.httpBody == Data("b".utf8))
+    #expect(Redirects.repeatsBody(kept))
     var turned = original
     turned.httpMethod = "GET"
-    #expect(!Redirects.repeatsBody(turned, of: original))
-    Redirects.carryBody(of: original, into: &turned)
+    Redirects.carryBody(of: original, into: &turned, status: 303)
     #expect(turned.httpBody == nil)
     #expect(turned.value(forHTTPHeaderField: "Content-Type") == nil)
+    #expect(!Redirects.repeatsBody(turned))
+    // A 303 retrieves without content, even a GET that had a body.
+    var getWithBody = original
+    getWithBody.httpMethod = "GET"
+    var seeOther = getWithBody
+    Redirects.carryBody(of: getWithBody, into: &seeOther, status: 303)
+    #expect(seeOther.httpBody == nil)
     var empty = original
     empty.httpBody = Data()
-    #expect(!Redirects.repeatsBody(empty, of: empty), "an empty body needs no repeat")
+    var hop = empty
+    Redirects.carryBody(of: empty, into: &hop, status: 308)
+    #expect(!Redirects.repeatsBody(hop), "an empty body needs no repeat")
   }
 }

@@ -275,19 +275,20 @@ struct RedirectsTests {
     proposed.setValue("k", forHTTPHeaderField: "X-Api-Key")
     let names = HeaderNameSet(sensitive: HTTPClient.defaultSensitiveHeaders)
     let refused = Redirects.decide(
-      location: "file:///etc/passwd", proposed: proposed, original: proposed, origin: origin,
+      location: "file:///etc/passwd", status: 302, proposed: proposed, original: proposed, origin: origin,
       visited: [origin], policy: .default,
       sensitiveHeaders: names)
     #expect(refused == .unsupportedScheme("file"))
     let delivered = Redirects.decide(
-      location: "file:///etc/passwd", proposed: proposed, original: proposed, origin: origin,
+      location: "file:///etc/passwd", status: 302, proposed: proposed, original: proposed, origin: origin,
       visited: [origin],
       policy: .doNotFollow, sensitiveHeaders: names)
     #expect(delivered == .deliver)
     proposed.url = URL(string: "http://127.0.0.2:8080/x")
     guard
       case .follow(let next) = Redirects.decide(
-        location: "http://127.0.0.2:8080/x", proposed: proposed, original: proposed, origin: origin,
+        location: "http://127.0.0.2:8080/x", status: 302, proposed: proposed, original: proposed,
+        origin: origin,
         visited: [origin],
         policy: .default, sensitiveHeaders: names)
     else {
