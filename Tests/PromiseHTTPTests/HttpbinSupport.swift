@@ -65,20 +65,7 @@ final class HttpbinServer: Sendable {
     """
 
   private init() throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: TLSTools.python ?? "python3")
-    process.arguments = ["-c", Self.script]
-    let input = Pipe()
-    let outputPipe = Pipe()
-    let output = Lines()
-    process.standardInput = input
-    process.standardOutput = outputPipe
-    // gunicorn's and httpbin's warnings go to the test log.
-    outputPipe.fileHandleForReading.readabilityHandler = { handle in
-      let data = handle.availableData
-      if data.isEmpty { handle.readabilityHandler = nil }
-      output.receive(data)
-    }
+    let (process, input, output) = PythonProcess.make(script: Self.script)
     do {
       try process.run()
     } catch {

@@ -128,6 +128,29 @@ final class Lines: @unchecked Sendable {
   }
 }
 
+/// A `python3 -c SCRIPT` child whose standard output and error are collected line by line.
+enum PythonProcess {
+  /// Returns the process, not yet started, the pipe to its standard input (it runs until that
+  /// closes, if the script says so) and its output lines.
+  static func make(script: String, arguments: [String] = []) -> (Process, Pipe, Lines) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: TLSTools.python ?? "python3")
+    process.arguments = ["-c", script] + arguments
+    let input = Pipe()
+    let outputPipe = Pipe()
+    let output = Lines()
+    process.standardInput = input
+    process.standardOutput = outputPipe
+    process.standardError = outputPipe
+    outputPipe.fileHandleForReading.readabilityHandler = { handle in
+      let data = handle.availableData
+      if data.isEmpty { handle.readabilityHandler = nil }
+      output.receive(data)
+    }
+    return (process, input, output)
+  }
+}
+
 /// Makes a write to the stdin of a server that died fail with `EPIPE` instead of killing the
 /// test process: `TLSServer.connections()` writes to a child's pipe.
 private let writesToClosedPipesFail: Void = {
@@ -184,20 +207,8 @@ final class TLSServer: Sendable {
   /// Blocks the calling thread: call it through `offThePool`.
   init(serving certificate: TestCertificate) throws {
     _ = writesToClosedPipesFail
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: TLSTools.python ?? "python3")
-    process.arguments = ["-c", Self.script, certificate.certificate.path, certificate.key.path]
-    let input = Pipe()
-    let outputPipe = Pipe()
-    let output = Lines()
-    process.standardInput = input
-    process.standardOutput = outputPipe
-    process.standardError = outputPipe
-    outputPipe.fileHandleForReading.readabilityHandler = { handle in
-      let data = handle.availableData
-      if data.isEmpty { handle.readabilityHandler = nil }
-      output.receive(data)
-    }
+    let (process, input, output) = PythonProcess.make(
+      script: Self.script, arguments: [certificate.certificate.path, certificate.key.path])
     let running = DispatchGroup()
     running.enter()
     process.terminationHandler = { _ in running.leave() }
