@@ -9,20 +9,33 @@ import Foundation
 /// happens when the test process exits, however it exits.
 final class HttpbinServer: Sendable {
   /// Whether `python3` can import `httpbin` and `gunicorn` (`.ci/run` installs both).
-  static let available: Bool = {
+  ///
+  /// Asked once, on a thread of its own: a suite's condition runs on Swift's cooperative pool,
+  /// and blocking it while python3 starts held up every test running in parallel (under
+  /// ThreadSanitizer, unrelated tests waited 10–20 s and timing tests failed).
+  static func isAvailable() async -> Bool {
+    await offThePool { available }
+  }
+
+  private static let available: Bool = {
     guard let python = TLSTools.python else { return false }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: python)
     process.arguments = ["-c", "import httpbin, gunicorn"]
     process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
+    let exited = DispatchSemaphore(value: 0)
+    process.terminationHandler = { _ in exited.signal() }
     do {
       try process.run()
-      process.waitUntilExit()
-      return process.terminationStatus == 0
     } catch {
       return false
     }
+    guard exited.wait(timeout: .now() + 60) == .success else {
+      process.terminate()
+      return false
+    }
+    return process.terminationStatus == 0
   }()
 
   /// The server of this test process, started on first use; the error if it could not start.

@@ -16,8 +16,9 @@ import Testing
 /// them.
 @Suite(
   "httpbin under gunicorn", .timeLimit(.minutes(2)),
-  .enabled(
-    if: HttpbinServer.available, "needs python3 with httpbin and gunicorn (pip install httpbin gunicorn)"))
+  .enabled("needs python3 with httpbin and gunicorn (pip install httpbin gunicorn)") {
+    await HttpbinServer.isAvailable()
+  })
 struct HttpbinTests {
   /// What httpbin's `/anything` echoes of a request.
   struct Echo: Decodable, Sendable {
