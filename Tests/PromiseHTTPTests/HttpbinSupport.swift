@@ -78,7 +78,9 @@ final class HttpbinServer: Sendable {
     """
 
   private init() throws {
-    let (process, input, output) = PythonProcess.make(script: Self.script)
+    // gunicorn's own log (its workers hold standard error until the test process exits) goes
+    // to the test log, as with python3 run by hand, not through the pipe the port comes on.
+    let (process, input, output) = PythonProcess.make(script: Self.script, keepingStandardError: true)
     do {
       try process.run()
     } catch {

@@ -131,8 +131,11 @@ final class Lines: @unchecked Sendable {
 /// A `python3 -c SCRIPT` child whose standard output and error are collected line by line.
 enum PythonProcess {
   /// Returns the process, not yet started, the pipe to its standard input (it runs until that
-  /// closes, if the script says so) and its output lines.
-  static func make(script: String, arguments: [String] = []) -> (Process, Pipe, Lines) {
+  /// closes, if the script says so) and its output lines; its standard error joins them unless
+  /// `keepingStandardError` (then it goes where the tests' own goes).
+  static func make(
+    script: String, arguments: [String] = [], keepingStandardError: Bool = false
+  ) -> (Process, Pipe, Lines) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: TLSTools.python ?? "python3")
     process.arguments = ["-c", script] + arguments
@@ -141,7 +144,7 @@ enum PythonProcess {
     let output = Lines()
     process.standardInput = input
     process.standardOutput = outputPipe
-    process.standardError = outputPipe
+    if !keepingStandardError { process.standardError = outputPipe }
     outputPipe.fileHandleForReading.readabilityHandler = { handle in
       let data = handle.availableData
       if data.isEmpty { handle.readabilityHandler = nil }
