@@ -12,11 +12,12 @@ import Testing
 /// the tests (`HttpbinServer`). Three of these cases found bugs the loopback server's tests had
 /// not: a redirect's lost body, a path escape that changed meaning, an unreadable header.
 ///
-/// Skipped where python3 cannot import httpbin and gunicorn; `.ci/run` installs both, so CI runs
-/// them.
+/// Runs only with `PROMISEHTTP_HTTPBIN=1` and where python3 can import httpbin and gunicorn:
+/// `.ci/run` installs both and runs this suite in a step of its own, apart from the timing tests
+/// (two CI runs stalled while it ran beside them; the cause was not pinned down).
 @Suite(
   "httpbin under gunicorn", .timeLimit(.minutes(2)),
-  .enabled("needs python3 with httpbin and gunicorn (pip install httpbin gunicorn)") {
+  .enabled("runs with PROMISEHTTP_HTTPBIN=1 where python3 has httpbin and gunicorn (pip install)") {
     await HttpbinServer.isAvailable()
   })
 struct HttpbinTests {
