@@ -39,6 +39,9 @@ final class Exchange: @unchecked Sendable {
   private var response: HTTPURLResponse?
   private var body = Data()
   private var answeredChallenge = false
+  /// Whether `cancel()` has been (or is about to be) called on a task of this exchange: from
+  /// then on a redirect question is never answered (see `redirect(_:to:answer:)`).
+  private var cancellingTasks = false
   private var completion: (@Sendable (Result<HTTPResponse, HTTPError>) -> Void)?
 
   init(
@@ -63,6 +66,7 @@ final class Exchange: @unchecked Sendable {
     lock.lock()
     completion = nil
     pendingHop = nil
+    cancellingTasks = true
     let task = currentTask
     lock.unlock()
     task.cancel()
@@ -80,6 +84,7 @@ final class Exchange: @unchecked Sendable {
     self.completion = nil
     body = Data()
     pendingHop = nil
+    if cancellingTask { cancellingTasks = true }
     let task = currentTask
     lock.unlock()
     if cancellingTask { task.cancel() }
@@ -124,16 +129,29 @@ final class Exchange: @unchecked Sendable {
     if tooLarge { fail(.tooLarge(limit: maximumBodySize, url: requestURL)) }
   }
 
-  /// Decides a redirect hop: the request to follow, or `nil` to stop.
+  /// Decides a redirect hop and gives FoundationNetworking the answer through `answer`: the
+  /// request to follow, or `nil` to stop — unless a task of this exchange is being cancelled,
+  /// in which case the question is never answered.
   ///
   /// On `nil` the exchange has failed, or (not following) FoundationNetworking delivers the 3xx
   /// `redirection` and its body as the final response.
-  func redirect(_ redirection: HTTPURLResponse, to proposed: URLRequest) -> URLRequest? {
+  ///
+  /// FoundationNetworking (Swift 6.3.1) traps when an answer reaches a task cancelled after it
+  /// asked ("Received callback for HTTP redirection, but we're not waiting for it"): the task's
+  /// `cancel()` queues the stop on the task's work queue, where the answer is queued too, and the
+  /// stop leaves the task in a state the answer does not expect. Both orders are made safe here,
+  /// under the lock that `cancel()` takes before it cancels a task: answered first, the answer
+  /// is queued ahead of any later stop; cancelled first, no answer is ever queued, and the stop
+  /// completes the task with `cancelled` as for any other cancellation.
+  func redirect(
+    _ redirection: HTTPURLResponse, to proposed: URLRequest, answer: (URLRequest?) -> Void
+  ) {
     lock.lock()
     let decision = Redirects.decide(
       location: redirection.value(forHTTPHeaderField: "Location"), status: redirection.statusCode,
-      proposed: proposed, original: request,
+      from: redirection.url, proposed: proposed, original: request,
       origin: requestURL, visited: visited, policy: redirectPolicy, sensitiveHeaders: sensitiveHeaders)
+    var followed: URLRequest?
     if case .follow(let request) = decision, let url = request.url {
       visited.append(url)
       response = nil
@@ -147,15 +165,14 @@ final class Exchange: @unchecked Sendable {
           hop.setValue(self.request.value(forHTTPHeaderField: "Cookie"), forHTTPHeaderField: "Cookie")
         }
         pendingHop = hop
-        lock.unlock()
-        return nil
+      } else {
+        followed = request
       }
     }
+    if !cancellingTasks { answer(followed) }
     lock.unlock()
     switch decision {
-    case .follow(let request):
-      return request
-    case .deliver:
+    case .follow, .deliver:
       break
     case .tooManyRedirects(let limit):
       fail(.tooManyRedirects(limit: limit, url: requestURL), cancellingTask: false)
@@ -166,7 +183,6 @@ final class Exchange: @unchecked Sendable {
         ),
         cancellingTask: false)
     }
-    return nil
   }
 
   /// Notes that an authentication challenge was refused, so that the 401 itself is delivered.

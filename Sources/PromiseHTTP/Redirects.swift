@@ -84,7 +84,10 @@ enum Redirects {
   ///   - location: The raw `Location` of the 3xx response; its scheme is checked before
   ///     FoundationNetworking's rewriting can hide it.
   ///   - status: The 3xx status of the hop.
-  ///   - proposed: The request FoundationNetworking would send next.
+  ///   - current: The URL that answered with the 3xx, against which a relative `location`
+  ///     is resolved.
+  ///   - proposed: The request FoundationNetworking would send next; the hop keeps its method
+  ///     and headers, with the target resolved here.
   ///   - original: The request as the client first sent it, whose body a hop may repeat.
   ///   - origin: The URL of the original request; sensitive headers go only to its origin.
   ///   - visited: The URLs requested so far in this exchange, the original included.
@@ -92,14 +95,16 @@ enum Redirects {
   ///   - sensitiveHeaders: The headers removed from a hop to another origin.
   /// - Returns: The request to follow, or why the hop is not followed.
   static func decide(
-    location: String?, status: Int, proposed: URLRequest, original: URLRequest, origin: URL,
-    visited: [URL], policy: RedirectPolicy, sensitiveHeaders: HeaderNameSet
+    location: String?, status: Int, from current: URL?, proposed: URLRequest, original: URLRequest,
+    origin: URL, visited: [URL], policy: RedirectPolicy, sensitiveHeaders: HeaderNameSet
   ) -> Decision {
     guard case .follow = policy else { return .deliver }
     if let scheme = location.flatMap(scheme(ofReference:)), scheme != "http" && scheme != "https" {
       return .unsupportedScheme(scheme)
     }
-    guard let target = proposed.url else { return .unsupportedScheme("none") }
+    guard let target = resolve(location, against: current) ?? proposed.url else {
+      return .unsupportedScheme("none")
+    }
     let scheme = target.scheme?.lowercased() ?? ""
     guard scheme == "http" || scheme == "https" else { return .unsupportedScheme(scheme) }
     let limit = policy.maximumRedirects
@@ -107,6 +112,7 @@ enum Redirects {
       return .tooManyRedirects(limit: limit)
     }
     var request = proposed
+    request.url = target
     carryBody(of: original, into: &request, status: status)
     if !isSameOrigin(origin, target) {
       for name in (proposed.allHTTPHeaderFields ?? [:]).keys where sensitiveHeaders.contains(name) {
@@ -114,6 +120,21 @@ enum Redirects {
       }
     }
     return .follow(request)
+  }
+
+  /// Returns the absolute URL a `Location` refers to, resolved against `base` as RFC 3986 §5.2
+  /// says; `nil` when either is missing or the result has no host.
+  ///
+  /// FoundationNetworking resolves a relative `Location` by replacing the path and the query of
+  /// the current URL with the reference's: `?x=1` from `/redirect-to?url=…` became `/?x=1`
+  /// instead of `/redirect-to?x=1` (measured on Swift 6.3.1 against httpbin).
+  static func resolve(_ location: String?, against base: URL?) -> URL? {
+    guard let location, let base else { return nil }
+    let reference = location.trimmingCharacters(in: .whitespaces)
+    guard let resolved = URL(string: reference, relativeTo: base)?.absoluteURL, resolved.host != nil else {
+      return nil
+    }
+    return resolved
   }
 
   /// Whether `hop`, as `decide` made it, carries a body.

@@ -42,7 +42,8 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
     _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
   ) {
-    completionHandler(exchange(for: task)?.redirect(response, to: request))
+    guard let exchange = exchange(for: task) else { return completionHandler(nil) }
+    exchange.redirect(response, to: request, answer: completionHandler)
   }
 
   func urlSession(

@@ -275,19 +275,22 @@ struct RedirectsTests {
     proposed.setValue("k", forHTTPHeaderField: "X-Api-Key")
     let names = HeaderNameSet(sensitive: HTTPClient.defaultSensitiveHeaders)
     let refused = Redirects.decide(
-      location: "file:///etc/passwd", status: 302, proposed: proposed, original: proposed, origin: origin,
+      location: "file:///etc/passwd", status: 302, from: origin, proposed: proposed, original: proposed,
+      origin: origin,
       visited: [origin], policy: .default,
       sensitiveHeaders: names)
     #expect(refused == .unsupportedScheme("file"))
     let delivered = Redirects.decide(
-      location: "file:///etc/passwd", status: 302, proposed: proposed, original: proposed, origin: origin,
+      location: "file:///etc/passwd", status: 302, from: origin, proposed: proposed, original: proposed,
+      origin: origin,
       visited: [origin],
       policy: .doNotFollow, sensitiveHeaders: names)
     #expect(delivered == .deliver)
     proposed.url = URL(string: "http://127.0.0.2:8080/x")
     guard
       case .follow(let next) = Redirects.decide(
-        location: "http://127.0.0.2:8080/x", status: 302, proposed: proposed, original: proposed,
+        location: "http://127.0.0.2:8080/x", status: 302, from: origin, proposed: proposed,
+        original: proposed,
         origin: origin,
         visited: [origin],
         policy: .default, sensitiveHeaders: names)
@@ -296,6 +299,35 @@ struct RedirectsTests {
       return
     }
     #expect(next.value(forHTTPHeaderField: "X-Api-Key") == nil)
+  }
+
+  @Test(
+    "a relative Location is resolved against the URL that answered (RFC 3986 §5.2)",
+    arguments: [
+      ("?x=1", "http://h:1/redirect-to?x=1"), ("next", "http://h:1/next"), ("../up", "http://h:1/up"),
+      ("/abs?q", "http://h:1/abs?q"), ("//other:2/p", "http://other:2/p"),
+      ("#frag", "http://h:1/redirect-to?url=a#frag"),
+      (" /padded", "http://h:1/padded"), ("https://x/y", "https://x/y"),
+    ])
+  func aRelativeLocationIsResolvedAgainstTheCurrentURL(location: String, expected: String) throws {
+    let current = try #require(URL(string: "http://h:1/redirect-to?url=a"))
+    #expect(Redirects.resolve(location, against: current)?.absoluteString == expected)
+  }
+
+  @Test func aLocationThatIsOnlyAQueryKeepsThePathOfTheURLThatAnswered() async throws {
+    try await withServer({ router in
+      router.on("GET", "/redirect-to") { request in
+        request.query == "x=1"
+          ? .respond(.text("query \(request.query ?? "")")) : .respond(.redirect(to: "?x=1"))
+      }
+    }) { server in
+      let response = try await server.client().get(
+        "redirect-to", query: [URLQueryItem(name: "url", value: "elsewhere")]
+      ).value
+      #expect(response.text == "query x=1")
+      #expect(response.url.path == "/redirect-to")
+      #expect(server.requests.map(\.path) == ["/redirect-to?url=elsewhere", "/redirect-to?x=1"])
+    }
   }
 
   @Test func sensitiveHeadersOfTheSessionConfigurationStayWithTheirOrigin() async throws {
