@@ -79,7 +79,7 @@ extension Plan {
         {
           let (head, resolver) = Promise<Int>.pending()
           var tail = head
-          for _ in 0..<links { tail = tail.then(on: callbackQueue) { value in value + 1 } }
+          for _ in 0..<links { tail = tail.map(on: callbackQueue) { value in value + 1 } }
           resolver.fulfill(0)
           return try tail.wait(timeout: waitLimitSeconds)
         }
@@ -88,7 +88,7 @@ extension Plan {
         {
           let (head, resolver) = Promise<Int>.pending()
           var tail = head
-          for _ in 0..<links { tail = tail.then { value in value + 1 } }
+          for _ in 0..<links { tail = tail.map { value in value + 1 } }
           resolver.fulfill(0)
           return try tail.wait(timeout: waitLimitSeconds)
         }

@@ -29,7 +29,7 @@ extension Plan {
         return {
           fulfiller.go()
           for (promise, _) in pending {
-            _ = promise.then(on: callbackQueue) { value in countdown.arrive(adding: value) }
+            _ = promise.map(on: callbackQueue) { value in countdown.arrive(adding: value) }
           }
           try fulfiller.join()
           return try countdown.wait()
@@ -44,7 +44,7 @@ extension Plan {
         return {
           fulfiller.go()
           for (promise, _) in pending {
-            _ = promise.then { value in countdown.arrive(adding: value) }
+            _ = promise.map { value in countdown.arrive(adding: value) }
           }
           try fulfiller.join()
           return try countdown.wait()

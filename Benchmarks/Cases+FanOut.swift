@@ -42,9 +42,9 @@ extension Plan {
       let pending = (0..<count).map { _ in Promise<Int>.pending() }
       let links = pending.map { promise, _ in
         if let queue {
-          return promise.then(on: queue) { value in countdown.arrive(adding: value) }
+          return promise.map(on: queue) { value in countdown.arrive(adding: value) }
         }
-        return promise.then { value in countdown.arrive(adding: value) }
+        return promise.map { value in countdown.arrive(adding: value) }
       }
       let resolvers = pending.map(\.resolver)
       let settler = RacingThread {

@@ -77,7 +77,7 @@ extension Plan {
                 client.get("stream/config", headers: ["Authorization": "Bearer \(token.value)"])
               }
               .decode(on: callbackQueue, StreamConfig.self)
-              .then(on: callbackQueue) { config in config.bitrateKbps }
+              .map(on: callbackQueue) { config in config.bitrateKbps }
             sum &+= try bitrate.wait(timeout: waitLimitSeconds)
           }
           return sum

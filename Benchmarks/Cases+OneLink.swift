@@ -54,7 +54,7 @@ extension Plan {
           var sum = 0
           for i in 0..<ops {
             let (promise, resolver) = Promise<Int>.pending()
-            let next = promise.then(on: callbackQueue) { value in value + 1 }
+            let next = promise.map(on: callbackQueue) { value in value + 1 }
             resolver.fulfill(i)
             sum &+= try next.wait(timeout: waitLimitSeconds)
           }
@@ -66,7 +66,7 @@ extension Plan {
           var sum = 0
           for i in 0..<ops {
             let (promise, resolver) = Promise<Int>.pending()
-            let next = promise.then { value in value + 1 }
+            let next = promise.map { value in value + 1 }
             resolver.fulfill(i)
             sum &+= try next.wait(timeout: waitLimitSeconds)
           }

@@ -56,7 +56,7 @@ extension Plan {
         let countdown = Countdown(ops)
         return {
           for _ in 0..<ops {
-            _ = promise.then(on: callbackQueue) { value in countdown.arrive(adding: value + 1) }
+            _ = promise.map(on: callbackQueue) { value in countdown.arrive(adding: value + 1) }
           }
           return try countdown.wait()
         }
@@ -66,7 +66,7 @@ extension Plan {
         let countdown = Countdown(ops)
         return {
           for _ in 0..<ops {
-            _ = promise.then { value in countdown.arrive(adding: value + 1) }
+            _ = promise.map { value in countdown.arrive(adding: value + 1) }
           }
           return try countdown.wait()
         }

@@ -88,12 +88,11 @@ let story =
     print("2. got a token, valid for \(token.expiresIn) s; fetching the stream config")
     return client.get("stream/config", headers: ["Authorization": "Bearer \(token.value)"])
   }
-  .then { response in
+  .get { response in
     print("3. fetched the config: \(response.statusCode), \(response.body.count) bytes of JSON")
-    return response
   }
   .decode(StreamConfig.self)
-  .then(on: recorder.queue) { config in
+  .done(on: recorder.queue) { config in
     print("4. parsed the config: ingest at \(config.ingestURL)")
     recorder.apply(config)
     recorder.start()

@@ -111,7 +111,7 @@ extension TokenAuthenticator: HTTPInterceptor {
   /// A request that already has an `Authorization` field is passed on unchanged.
   public func adapt(_ request: URLRequest, for attempt: HTTPAttempt) -> Promise<URLRequest> {
     guard request.value(forHTTPHeaderField: "Authorization") == nil else { return Promise(request) }
-    return token().then { [self] token in
+    return token().map { [self] token in
       var request = request
       request.setValue(headerValue(for: token), forHTTPHeaderField: "Authorization")
       return request
@@ -128,7 +128,7 @@ extension TokenAuthenticator: HTTPInterceptor {
     else { return Promise(.proceed) }
     let prefix = scheme.isEmpty ? "" : "\(scheme) "
     guard sent.hasPrefix(prefix) else { return Promise(.proceed) }
-    return token(replacing: String(sent.dropFirst(prefix.count))).then { _ in HTTPDecision.replay }
+    return token(replacing: String(sent.dropFirst(prefix.count))).map { _ in HTTPDecision.replay }
   }
 }
 

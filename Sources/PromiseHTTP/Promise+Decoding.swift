@@ -20,7 +20,7 @@ extension Promise where Value == HTTPResponse {
     file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<T> {
     let box = DecoderBox(decoder)
-    return then(on: queue, file: file, line: line) { response in
+    return map(on: queue, file: file, line: line) { response in
       do {
         return try box.decoder.decode(T.self, from: response.body)
       } catch let error as DecodingError {
@@ -45,7 +45,7 @@ extension Promise where Value == HTTPResponse {
   public func text(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<String> {
-    then(on: queue, file: file, line: line) { response in
+    map(on: queue, file: file, line: line) { response in
       guard let text = String(validating: response.body, as: UTF8.self) else {
         throw HTTPError.decoding(
           type: "String", codingPath: "", detail: "the body is not valid UTF-8",

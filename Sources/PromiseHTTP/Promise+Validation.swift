@@ -19,7 +19,7 @@ extension Promise where Value == HTTPResponse {
     on queue: DispatchQueue = .promises, statusCodes: Range<Int> = 200..<300,
     file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
-    then(on: queue, file: file, line: line) { response in
+    map(on: queue, file: file, line: line) { response in
       guard statusCodes.contains(response.statusCode) else { throw HTTPError.unacceptable(response) }
       return response
     }
@@ -42,7 +42,7 @@ extension Promise where Value == HTTPResponse {
     file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
     let wanted = Set(contentTypes.map { $0.lowercased() })
-    return then(on: queue, file: file, line: line) { response in
+    return map(on: queue, file: file, line: line) { response in
       let mediaType = response.headers["Content-Type"]?.split(separator: ";").first.map {
         $0.trimmingCharacters(in: .whitespaces).lowercased()
       }

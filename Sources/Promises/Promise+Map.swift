@@ -43,7 +43,7 @@ extension Promise {
     _ transform: @escaping @Sendable (Value) throws -> NewValue?
   ) -> Promise<NewValue> {
     let site = CreationSite(file, UInt32(truncatingIfNeeded: line))
-    return then(on: queue, file: file, line: line) { value -> NewValue in
+    return valueStep(on: queue, file: file, line: line) { value -> NewValue in
       guard let transformed = try transform(value) else {
         throw PromiseError.compactMapReturnedNil(createdAt: site)
       }
@@ -67,7 +67,7 @@ extension Promise {
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (Value) throws -> Void
   ) -> Promise<Value> {
-    then(on: queue, file: file, line: line) { value -> Value in
+    valueStep(on: queue, file: file, line: line) { value -> Value in
       try body(value)
       return value
     }

@@ -1,46 +1,20 @@
 import Dispatch
 
 extension Promise {
-  /// Returns a promise of what `body` computes from this promise's value.
+  /// Returns a promise that adopts the outcome of the promise `body` returns: the next
+  /// asynchronous step.
   ///
-  /// `body` runs once, on `queue`, after this promise is fulfilled — never before this call
-  /// returns. If this promise is rejected, `body` is skipped and the returned promise is
-  /// rejected with the same error. If `body` throws, the returned promise is rejected with
-  /// what it threw.
-  ///
-  /// - Parameters:
-  ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
-  ///   - file: The file that creates the promise, for diagnostics; leave the default.
-  ///   - line: The line that creates the promise, for diagnostics; leave the default.
-  ///   - body: Turns the value into the next value.
-  /// - Returns: A promise of `body`'s result.
-  @inlinable
-  public func then<NewValue>(
-    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
-    _ body: @escaping @Sendable (Value) throws -> NewValue
-  ) -> Promise<NewValue> {
-    valueStep(on: queue, file: file, line: line, body)
-  }
-
-  /// The link under every step that computes a value (`then` with a value or `Void`, `map`):
-  /// one node, registered on this promise.
-  @inlinable
-  final func valueStep<NewValue>(
-    on queue: DispatchQueue, file: StaticString, line: UInt,
-    _ body: @escaping @Sendable (Value) throws -> NewValue
-  ) -> Promise<NewValue> {
-    let next = ThenValuePromise(source: self, queue: queue, file: file, line: line, body: body)
-    registerLink(next)
-    return next
-  }
-
-  /// Returns a promise that adopts the outcome of the promise `body` returns.
-  ///
-  /// Use it to start the next asynchronous step from a value: `fetchToken().then { token in
-  /// fetchConfig(token) }`. `body` runs once, on `queue`, after this promise is fulfilled.
-  /// If this promise is rejected, `body` is skipped. If `body` throws or its promise is
+  /// Use it to start the next step from a value: `fetchToken().then { token in
+  /// fetchConfig(token) }`. `body` runs once, on `queue`, after this promise is fulfilled —
+  /// never before this call returns. If this promise is rejected, `body` is skipped and the
+  /// returned promise is rejected with the same error. If `body` throws or its promise is
   /// rejected, the returned promise is rejected with that error. Returning the returned
   /// promise itself (or a promise waiting on it) rejects it with `PromiseError.chainingCycle`.
+  ///
+  /// `then` takes only closures that return a promise. A closure that computes a value is a
+  /// `map` step, one that returns nothing a `done` step: one verb per closure shape lets Swift
+  /// type-check a chain link by link instead of trying every overload on every closure (see
+  /// Docs/Design.md, "One verb per closure shape").
   ///
   /// - Parameters:
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
@@ -58,15 +32,32 @@ extension Promise {
     return next
   }
 
+  /// A closure that returns a value or nothing is a `map` or a `done` step, not a `then` step.
+  ///
+  /// Unavailable: it exists so that the compiler names the verb to use. Swift skips an
+  /// unavailable overload while it looks for a solution, so this one costs nothing in code that
+  /// compiles.
+  @available(
+    *, unavailable,
+    message:
+      "'then' takes a closure that returns a promise; use 'map' for a closure that returns a value, 'done' for one that returns nothing"
+  )
+  public func then<NewValue>(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable (Value) throws -> NewValue
+  ) -> Promise<NewValue> {
+    fatalError("unavailable")
+  }
+
   /// Returns a promise fulfilled once `body` has run with this promise's value: a step that
   /// returns nothing.
   ///
-  /// The same as `then` with a closure returning a value, for `Void`. It exists so that a
-  /// closure of several statements without a `return` (`{ config in apply(config); start() }`)
-  /// is a `Void` step wherever it is written: without it, Swift could take the closure for
-  /// the promise-returning `then` whenever the context asks for a `Promise<Void>`, and fail
-  /// with "missing return". See Docs/Design.md, "Why these overloads". `body` runs once, on
-  /// `queue`, after this promise is fulfilled; a rejection skips it, a throw rejects.
+  /// Use it for the steps that act on a value — apply a configuration, update the screen —
+  /// where nothing is passed on but the fact that they ran: `.done(on: recorder.queue) { config
+  /// in recorder.apply(config); recorder.start() }`. `body` runs once, on `queue`, after this
+  /// promise is fulfilled; a rejection skips it and passes on, and a throw rejects the
+  /// returned promise. Unlike PromiseKit's `done`, it does not end the chain: `catch`,
+  /// `always` and further steps can follow.
   ///
   /// - Parameters:
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.
@@ -75,11 +66,23 @@ extension Promise {
   ///   - body: Uses the value.
   /// - Returns: A `Promise<Void>` fulfilled after `body` has returned.
   @inlinable
-  public func then(
+  public func done(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (Value) throws -> Void
   ) -> Promise<Void> {
     valueStep(on: queue, file: file, line: line, body)
+  }
+
+  /// The link under every step that computes a value (`map`, `done`, and the steps built on
+  /// them): one node, registered on this promise.
+  @inlinable
+  final func valueStep<NewValue>(
+    on queue: DispatchQueue, file: StaticString, line: UInt,
+    _ body: @escaping @Sendable (Value) throws -> NewValue
+  ) -> Promise<NewValue> {
+    let next = ThenValuePromise(source: self, queue: queue, file: file, line: line, body: body)
+    registerLink(next)
+    return next
   }
 
   /// Returns a promise that replaces a rejection with the value `body` computes from the error.
@@ -211,7 +214,7 @@ extension Promise {
     _ predicate: @escaping @Sendable (Value) throws -> Bool
   ) -> Promise<Value> {
     let site = CreationSite(file, UInt32(truncatingIfNeeded: line))
-    return then(on: queue, file: file, line: line) { value -> Value in
+    return valueStep(on: queue, file: file, line: line) { value -> Value in
       guard try predicate(value) else { throw PromiseError.validationFailed(createdAt: site) }
       return value
     }
@@ -219,6 +222,6 @@ extension Promise {
 
   /// Returns a promise of `Void` settled when this one is: the value is dropped.
   public func asVoid(on queue: DispatchQueue = .promises) -> Promise<Void> {
-    then(on: queue) { _ in () }
+    valueStep(on: queue, file: #fileID, line: #line) { _ in () }
   }
 }

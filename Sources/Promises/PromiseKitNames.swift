@@ -69,14 +69,6 @@ extension Promise {
     fatalError("unavailable")
   }
 
-  /// PromiseKit's `done`: use `then`, whose closure may return nothing (a `Promise<Void>`).
-  @available(*, unavailable, renamed: "then(on:_:)")
-  public func done(on queue: DispatchQueue = .promises, _ body: @escaping @Sendable (Value) throws -> Void)
-    -> Promise<Void>
-  {
-    fatalError("unavailable")
-  }
-
   /// PromiseKit's `wait()`, which can block forever: use `wait(timeout:)`.
   @available(
     *, unavailable,

@@ -28,7 +28,7 @@ struct AuthenticatorTests {
 
   static func authenticator(_ server: TestServer) -> TokenAuthenticator {
     let tokens = server.client()
-    return TokenAuthenticator { tokens.post("token").decode(Token.self).then { $0.value } }
+    return TokenAuthenticator { tokens.post("token").decode(Token.self).map { $0.value } }
   }
 
   @Test func aTokenIsFetchedAndAttached() async throws {

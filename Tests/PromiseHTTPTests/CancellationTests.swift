@@ -43,7 +43,7 @@ struct CancellationTests {
     }) { server in
       let client = server.client()
       let request = client.get("slow")
-      let chained = request.then { _ in Issue.record("a cancelled request delivered a response") }
+      let chained = request.map { _ in Issue.record("a cancelled request delivered a response") }
       request.cancel()
       await #expect(throws: CancellationError.self) { try await chained.value }
       // A later request on the same client proves the server answered; the cancelled one stays cancelled.

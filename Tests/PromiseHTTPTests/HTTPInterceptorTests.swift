@@ -25,7 +25,7 @@ private struct Tagging: HTTPInterceptor {
   let name: String
 
   func adapt(_ request: URLRequest, for attempt: HTTPAttempt) -> Promise<URLRequest> {
-    Promise.after(.zero).then { _ in
+    Promise.after(.zero).map { _ in
       var request = request
       let previous = request.value(forHTTPHeaderField: "X-Step").map { "\($0)," } ?? ""
       request.setValue(previous + name, forHTTPHeaderField: "X-Step")

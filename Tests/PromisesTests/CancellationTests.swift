@@ -109,7 +109,7 @@ struct CancellationTests {
 
   @Test func cancellingTheTailOfAChainCancelsItsUnobservedHead() async {
     let (head, resolver, cancelled) = cancellable()
-    let tail = head.then { $0 + 1 }.then { $0 * 2 }
+    let tail = head.map { $0 + 1 }.map { $0 * 2 }
     tail.cancel()
     #expect(cancelled.value == 1)
     #expect(head.isCancelled)
@@ -120,8 +120,8 @@ struct CancellationTests {
 
   @Test func cancellingTheTailDoesNotCancelAHeadWithAnotherObserver() async throws {
     let (head, resolver, cancelled) = cancellable()
-    let tail = head.then { $0 + 1 }.then { $0 * 2 }
-    let other = head.then { $0 - 1 }
+    let tail = head.map { $0 + 1 }.map { $0 * 2 }
+    let other = head.map { $0 - 1 }
     tail.cancel()
     #expect(cancelled.value == 0)
     #expect(head.isPending)
@@ -132,9 +132,9 @@ struct CancellationTests {
 
   @Test func cancellingTheTailStopsAtTheFirstSharedLink() async throws {
     let (head, resolver, cancelled) = cancellable()
-    let shared = head.then { $0 + 1 }
-    let tail = shared.then { $0 * 2 }.then { $0 }
-    let other = shared.then { $0 }
+    let shared = head.map { $0 + 1 }
+    let tail = shared.map { $0 * 2 }.map { $0 }
+    let other = shared.map { $0 }
     tail.cancel()
     #expect(shared.isPending)
     #expect(cancelled.value == 0)
@@ -146,8 +146,8 @@ struct CancellationTests {
     // Once both observers are cancelled nobody observes the head any more, so its work is
     // cancelled too.
     let (head, resolver, cancelled) = cancellable()
-    let first = head.then { $0 + 1 }
-    let second = head.then { $0 + 2 }
+    let first = head.map { $0 + 1 }
+    let second = head.map { $0 + 2 }
     first.cancel()
     #expect(cancelled.value == 0, "the head still has an observer")
     second.cancel()
@@ -201,7 +201,7 @@ struct CancellationTests {
 
   @Test func cancellingAllSparesAnInputWithAnotherObserver() async throws {
     let inputs = (0..<2).map { _ in cancellable() }
-    let other = inputs[1].promise.then { $0 }
+    let other = inputs[1].promise.map { $0 }
     let all = Promise.all(inputs.map(\.promise))
     all.cancel()
     #expect(inputs[0].cancelled.value == 1)
@@ -212,7 +212,7 @@ struct CancellationTests {
 
   @Test func cancellingAChainBuiltOnAllCancelsTheInputs() async {
     let inputs = (0..<2).map { _ in cancellable() }
-    let tail = Promise.all(inputs.map(\.promise)).then { $0.reduce(0, +) }
+    let tail = Promise.all(inputs.map(\.promise)).map { $0.reduce(0, +) }
     tail.cancel()
     #expect(inputs.allSatisfy { $0.cancelled.value == 1 })
   }
@@ -243,13 +243,13 @@ struct CancellationTests {
     let queue = kind.makeQueue()
     let (source, resolver) = Promise<Int>.pending()
     let ran = Guarded(false)
-    let link = source.then(on: queue) { value -> Int in
+    let link = source.map(on: queue) { value -> Int in
       ran.value = true
       return value
     }
     // A second observer, registered after `link` on the same queue: once it has run, `link`'s
     // node has fired too. It also keeps `source` from being cancelled with `link`.
-    let later = source.then(on: queue) { $0 }
+    let later = source.map(on: queue) { $0 }
     link.cancel()
     resolver.fulfill(1)
     #expect(try await later.value == 1)
@@ -294,7 +294,7 @@ struct CancellationTests {
       observedResolver.fulfill(Task.isCancelled)
       return 0
     }
-    let tail = promise.then { $0 + 1 }
+    let tail = promise.map { $0 + 1 }
     tail.cancel()
     #expect(try await observed.value)
     await #expect(throws: CancellationError.self) { try await promise.value }
@@ -327,8 +327,8 @@ struct CancellationTests {
 
   @Test func cancellingATaskThatAwaitsADerivedPromiseSparesTheSharedOne() async throws {
     let (shared, resolver, cancelled) = cancellable()
-    let other = shared.then { $0 }
-    let task = Task { try await shared.then { $0 }.value }
+    let other = shared.map { $0 }
+    let task = Task { try await shared.map { $0 }.value }
     await yieldUntil { callbacksWaiting(on: shared) == 2 }
     task.cancel()
     _ = await task.result

@@ -23,65 +23,65 @@ struct ClosureShapeMatrixTests {
   @Test("a step returning a value, one expression, in every position")
   func valueExpression() async throws {
     let source = Promise(1)
-    let described = source.then(on: matrixQueue) { x in x + 1 }
-      .then { v in "\(v)" }
-    #expect(try await described.value == "2")  // followed by then
-    let caught = source.then(on: matrixQueue) { x in x + 1 }
+    let described = source.map(on: matrixQueue) { x in x + 1 }
+      .map { v in "\(v)" }
+    #expect(try await described.value == "2")  // followed by map
+    let caught = source.map(on: matrixQueue) { x in x + 1 }
       .catch { _ in }
     #expect(try await caught.value == 2)  // followed by catch
-    let cleaned = source.then(on: matrixQueue) { x in x + 1 }
+    let cleaned = source.map(on: matrixQueue) { x in x + 1 }
       .always {}
     #expect(try await cleaned.value == 2)  // followed by always
-    #expect(try await source.then(on: matrixQueue) { x in x + 1 }.value == 2)  // followed by value
+    #expect(try await source.map(on: matrixQueue) { x in x + 1 }.value == 2)  // followed by value
     func step() -> Promise<Int> {
-      source.then(on: matrixQueue) { x in x + 1 }
+      source.map(on: matrixQueue) { x in x + 1 }
     }
     #expect(try await step().value == 2)  // returned from a function
-    let typed: Promise<Int> = source.then(on: matrixQueue) { x in x + 1 }
+    let typed: Promise<Int> = source.map(on: matrixQueue) { x in x + 1 }
     #expect(try await typed.value == 2)  // a typed let
-    let untyped = source.then(on: matrixQueue) { x in x + 1 }
+    let untyped = source.map(on: matrixQueue) { x in x + 1 }
     #expect(try await untyped.value == 2)  // an untyped let
   }
 
   @Test("a step returning a value, several statements, in every position")
   func valueStatements() async throws {
     let source = Promise(1)
-    let described = source.then(on: matrixQueue) { x in
+    let described = source.map(on: matrixQueue) { x in
       let y = x + 1
       return y
     }
-    .then { v in "\(v)" }
-    #expect(try await described.value == "2")  // followed by then
-    let caught = source.then(on: matrixQueue) { x in
+    .map { v in "\(v)" }
+    #expect(try await described.value == "2")  // followed by map
+    let caught = source.map(on: matrixQueue) { x in
       let y = x + 1
       return y
     }
     .catch { _ in }
     #expect(try await caught.value == 2)  // followed by catch
-    let cleaned = source.then(on: matrixQueue) { x in
+    let cleaned = source.map(on: matrixQueue) { x in
       let y = x + 1
       return y
     }
     .always {}
     #expect(try await cleaned.value == 2)  // followed by always
     #expect(
-      try await source.then(on: matrixQueue) { x in
+      try await source.map(on: matrixQueue) { x in
         let y = x + 1
         return y
       }.value == 2)  // followed by value
     func step() -> Promise<Int> {
-      source.then(on: matrixQueue) { x in
+      source.map(on: matrixQueue) { x in
         let y = x + 1
         return y
       }
     }
     #expect(try await step().value == 2)  // returned from a function
-    let typed: Promise<Int> = source.then(on: matrixQueue) { x in
+    let typed: Promise<Int> = source.map(on: matrixQueue) { x in
       let y = x + 1
       return y
     }
     #expect(try await typed.value == 2)  // a typed let
-    let untyped = source.then(on: matrixQueue) { x in
+    let untyped = source.map(on: matrixQueue) { x in
       let y = x + 1
       return y
     }
@@ -91,66 +91,66 @@ struct ClosureShapeMatrixTests {
   @Test("a step returning a value, one throwing expression, in every position")
   func valueThrowingExpression() async throws {
     let source = Promise(1)
-    let described = source.then(on: matrixQueue) { x in try incremented(x) }
-      .then { v in "\(v)" }
-    #expect(try await described.value == "2")  // followed by then
-    let caught = source.then(on: matrixQueue) { x in try incremented(x) }
+    let described = source.map(on: matrixQueue) { x in try incremented(x) }
+      .map { v in "\(v)" }
+    #expect(try await described.value == "2")  // followed by map
+    let caught = source.map(on: matrixQueue) { x in try incremented(x) }
       .catch { _ in }
     #expect(try await caught.value == 2)  // followed by catch
-    let cleaned = source.then(on: matrixQueue) { x in try incremented(x) }
+    let cleaned = source.map(on: matrixQueue) { x in try incremented(x) }
       .always {}
     #expect(try await cleaned.value == 2)  // followed by always
     // followed by value
-    #expect(try await source.then(on: matrixQueue) { x in try incremented(x) }.value == 2)
+    #expect(try await source.map(on: matrixQueue) { x in try incremented(x) }.value == 2)
     func step() -> Promise<Int> {
-      source.then(on: matrixQueue) { x in try incremented(x) }
+      source.map(on: matrixQueue) { x in try incremented(x) }
     }
     #expect(try await step().value == 2)  // returned from a function
-    let typed: Promise<Int> = source.then(on: matrixQueue) { x in try incremented(x) }
+    let typed: Promise<Int> = source.map(on: matrixQueue) { x in try incremented(x) }
     #expect(try await typed.value == 2)  // a typed let
-    let untyped = source.then(on: matrixQueue) { x in try incremented(x) }
+    let untyped = source.map(on: matrixQueue) { x in try incremented(x) }
     #expect(try await untyped.value == 2)  // an untyped let
   }
 
   @Test("a step returning a value, several statements that may throw, in every position")
   func valueThrowingStatements() async throws {
     let source = Promise(1)
-    let described = source.then(on: matrixQueue) { x in
+    let described = source.map(on: matrixQueue) { x in
       guard x > 0 else { throw CoreTestError.first }
       return x + 1
     }
-    .then { v in "\(v)" }
-    #expect(try await described.value == "2")  // followed by then
-    let caught = source.then(on: matrixQueue) { x in
+    .map { v in "\(v)" }
+    #expect(try await described.value == "2")  // followed by map
+    let caught = source.map(on: matrixQueue) { x in
       guard x > 0 else { throw CoreTestError.first }
       return x + 1
     }
     .catch { _ in }
     #expect(try await caught.value == 2)  // followed by catch
-    let cleaned = source.then(on: matrixQueue) { x in
+    let cleaned = source.map(on: matrixQueue) { x in
       guard x > 0 else { throw CoreTestError.first }
       return x + 1
     }
     .always {}
     #expect(try await cleaned.value == 2)  // followed by always
     #expect(
-      try await source.then(on: matrixQueue) { x in
+      try await source.map(on: matrixQueue) { x in
         guard x > 0 else { throw CoreTestError.first }
         return x + 1
       }.value == 2)  // followed by value
     func step() -> Promise<Int> {
-      source.then(on: matrixQueue) { x in
+      source.map(on: matrixQueue) { x in
         guard x > 0 else { throw CoreTestError.first }
         return x + 1
       }
     }
     #expect(try await step().value == 2)  // returned from a function
-    let typed: Promise<Int> = source.then(on: matrixQueue) { x in
+    let typed: Promise<Int> = source.map(on: matrixQueue) { x in
       guard x > 0 else { throw CoreTestError.first }
       return x + 1
     }
     #expect(try await typed.value == 2)  // a typed let
-    let untyped = source.then(on: matrixQueue) { x in
+    let untyped = source.map(on: matrixQueue) { x in
       guard x > 0 else { throw CoreTestError.first }
       return x + 1
     }
@@ -161,23 +161,23 @@ struct ClosureShapeMatrixTests {
   func voidExpression() async throws {
     let source = Promise(1)
     let log = Guarded<[Int]>([])
-    let described = source.then(on: matrixQueue) { x in log.append(x) }
-      .then { _ in "next" }
-    #expect(try await described.value == "next")  // followed by then
-    let caught = source.then(on: matrixQueue) { x in log.append(x) }
+    let described = source.done(on: matrixQueue) { x in log.append(x) }
+      .map { _ in "next" }
+    #expect(try await described.value == "next")  // followed by map
+    let caught = source.done(on: matrixQueue) { x in log.append(x) }
       .catch { _ in }
     try await caught.value  // followed by catch
-    let cleaned = source.then(on: matrixQueue) { x in log.append(x) }
+    let cleaned = source.done(on: matrixQueue) { x in log.append(x) }
       .always {}
     try await cleaned.value  // followed by always
-    try await source.then(on: matrixQueue) { x in log.append(x) }.value  // followed by value
+    try await source.done(on: matrixQueue) { x in log.append(x) }.value  // followed by value
     func step() -> Promise<Void> {
-      source.then(on: matrixQueue) { x in log.append(x) }
+      source.done(on: matrixQueue) { x in log.append(x) }
     }
     try await step().value  // returned from a function
-    let typed: Promise<Void> = source.then(on: matrixQueue) { x in log.append(x) }
+    let typed: Promise<Void> = source.done(on: matrixQueue) { x in log.append(x) }
     try await typed.value  // a typed let
-    let untyped = source.then(on: matrixQueue) { x in log.append(x) }
+    let untyped = source.done(on: matrixQueue) { x in log.append(x) }
     try await untyped.value  // an untyped let
     #expect(log.value == Array(repeating: 1, count: 7))
   }
@@ -186,41 +186,41 @@ struct ClosureShapeMatrixTests {
   func voidStatements() async throws {
     let source = Promise(1)
     let log = Guarded<[Int]>([])
-    let described = source.then(on: matrixQueue) { x in
+    let described = source.done(on: matrixQueue) { x in
       log.append(x)
       log.append(x + 1)
     }
-    .then { _ in "next" }
-    #expect(try await described.value == "next")  // followed by then
-    let caught = source.then(on: matrixQueue) { x in
+    .map { _ in "next" }
+    #expect(try await described.value == "next")  // followed by map
+    let caught = source.done(on: matrixQueue) { x in
       log.append(x)
       log.append(x + 1)
     }
     .catch { _ in }
     try await caught.value  // followed by catch
-    let cleaned = source.then(on: matrixQueue) { x in
+    let cleaned = source.done(on: matrixQueue) { x in
       log.append(x)
       log.append(x + 1)
     }
     .always {}
     try await cleaned.value  // followed by always
-    try await source.then(on: matrixQueue) { x in
+    try await source.done(on: matrixQueue) { x in
       log.append(x)
       log.append(x + 1)
     }.value  // followed by value
     func step() -> Promise<Void> {
-      source.then(on: matrixQueue) { x in
+      source.done(on: matrixQueue) { x in
         log.append(x)
         log.append(x + 1)
       }
     }
     try await step().value  // returned from a function
-    let typed: Promise<Void> = source.then(on: matrixQueue) { x in
+    let typed: Promise<Void> = source.done(on: matrixQueue) { x in
       log.append(x)
       log.append(x + 1)
     }
     try await typed.value  // a typed let
-    let untyped = source.then(on: matrixQueue) { x in
+    let untyped = source.done(on: matrixQueue) { x in
       log.append(x)
       log.append(x + 1)
     }
@@ -232,41 +232,41 @@ struct ClosureShapeMatrixTests {
   func voidControlFlow() async throws {
     let source = Promise(1)
     let log = Guarded<[Int]>([])
-    let described = source.then(on: matrixQueue) { x in
+    let described = source.done(on: matrixQueue) { x in
       if x > 0 { log.append(x) }
       log.append(x + 1)
     }
-    .then { _ in "next" }
-    #expect(try await described.value == "next")  // followed by then
-    let caught = source.then(on: matrixQueue) { x in
+    .map { _ in "next" }
+    #expect(try await described.value == "next")  // followed by map
+    let caught = source.done(on: matrixQueue) { x in
       if x > 0 { log.append(x) }
       log.append(x + 1)
     }
     .catch { _ in }
     try await caught.value  // followed by catch
-    let cleaned = source.then(on: matrixQueue) { x in
+    let cleaned = source.done(on: matrixQueue) { x in
       if x > 0 { log.append(x) }
       log.append(x + 1)
     }
     .always {}
     try await cleaned.value  // followed by always
-    try await source.then(on: matrixQueue) { x in
+    try await source.done(on: matrixQueue) { x in
       if x > 0 { log.append(x) }
       log.append(x + 1)
     }.value  // followed by value
     func step() -> Promise<Void> {
-      source.then(on: matrixQueue) { x in
+      source.done(on: matrixQueue) { x in
         if x > 0 { log.append(x) }
         log.append(x + 1)
       }
     }
     try await step().value  // returned from a function
-    let typed: Promise<Void> = source.then(on: matrixQueue) { x in
+    let typed: Promise<Void> = source.done(on: matrixQueue) { x in
       if x > 0 { log.append(x) }
       log.append(x + 1)
     }
     try await typed.value  // a typed let
-    let untyped = source.then(on: matrixQueue) { x in
+    let untyped = source.done(on: matrixQueue) { x in
       if x > 0 { log.append(x) }
       log.append(x + 1)
     }
@@ -278,41 +278,41 @@ struct ClosureShapeMatrixTests {
   func voidThrowingStatements() async throws {
     let source = Promise(1)
     let log = Guarded<[Int]>([])
-    let described = source.then(on: matrixQueue) { x in
+    let described = source.done(on: matrixQueue) { x in
       try log.append(incremented(x) - 1)
       log.append(x + 1)
     }
-    .then { _ in "next" }
-    #expect(try await described.value == "next")  // followed by then
-    let caught = source.then(on: matrixQueue) { x in
+    .map { _ in "next" }
+    #expect(try await described.value == "next")  // followed by map
+    let caught = source.done(on: matrixQueue) { x in
       try log.append(incremented(x) - 1)
       log.append(x + 1)
     }
     .catch { _ in }
     try await caught.value  // followed by catch
-    let cleaned = source.then(on: matrixQueue) { x in
+    let cleaned = source.done(on: matrixQueue) { x in
       try log.append(incremented(x) - 1)
       log.append(x + 1)
     }
     .always {}
     try await cleaned.value  // followed by always
-    try await source.then(on: matrixQueue) { x in
+    try await source.done(on: matrixQueue) { x in
       try log.append(incremented(x) - 1)
       log.append(x + 1)
     }.value  // followed by value
     func step() -> Promise<Void> {
-      source.then(on: matrixQueue) { x in
+      source.done(on: matrixQueue) { x in
         try log.append(incremented(x) - 1)
         log.append(x + 1)
       }
     }
     try await step().value  // returned from a function
-    let typed: Promise<Void> = source.then(on: matrixQueue) { x in
+    let typed: Promise<Void> = source.done(on: matrixQueue) { x in
       try log.append(incremented(x) - 1)
       log.append(x + 1)
     }
     try await typed.value  // a typed let
-    let untyped = source.then(on: matrixQueue) { x in
+    let untyped = source.done(on: matrixQueue) { x in
       try log.append(incremented(x) - 1)
       log.append(x + 1)
     }
@@ -324,23 +324,23 @@ struct ClosureShapeMatrixTests {
   func voidEmpty() async throws {
     let source = Promise(1)
     let log = Guarded<[Int]>([])
-    let described = source.then(on: matrixQueue) { _ in }
-      .then { _ in "next" }
-    #expect(try await described.value == "next")  // followed by then
-    let caught = source.then(on: matrixQueue) { _ in }
+    let described = source.done(on: matrixQueue) { _ in }
+      .map { _ in "next" }
+    #expect(try await described.value == "next")  // followed by map
+    let caught = source.done(on: matrixQueue) { _ in }
       .catch { _ in }
     try await caught.value  // followed by catch
-    let cleaned = source.then(on: matrixQueue) { _ in }
+    let cleaned = source.done(on: matrixQueue) { _ in }
       .always {}
     try await cleaned.value  // followed by always
-    try await source.then(on: matrixQueue) { _ in }.value  // followed by value
+    try await source.done(on: matrixQueue) { _ in }.value  // followed by value
     func step() -> Promise<Void> {
-      source.then(on: matrixQueue) { _ in }
+      source.done(on: matrixQueue) { _ in }
     }
     try await step().value  // returned from a function
-    let typed: Promise<Void> = source.then(on: matrixQueue) { _ in }
+    let typed: Promise<Void> = source.done(on: matrixQueue) { _ in }
     try await typed.value  // a typed let
-    let untyped = source.then(on: matrixQueue) { _ in }
+    let untyped = source.done(on: matrixQueue) { _ in }
     try await untyped.value  // an untyped let
     #expect(log.value.isEmpty)
   }
@@ -349,8 +349,8 @@ struct ClosureShapeMatrixTests {
   func promiseExpression() async throws {
     let source = Promise(1)
     let described = source.then(on: matrixQueue) { x in Promise(x + 1) }
-      .then { v in "\(v)" }
-    #expect(try await described.value == "2")  // followed by then
+      .map { v in "\(v)" }
+    #expect(try await described.value == "2")  // followed by map
     let caught = source.then(on: matrixQueue) { x in Promise(x + 1) }
       .catch { _ in }
     #expect(try await caught.value == 2)  // followed by catch
@@ -375,8 +375,8 @@ struct ClosureShapeMatrixTests {
       let y = x + 1
       return Promise(y)
     }
-    .then { v in "\(v)" }
-    #expect(try await described.value == "2")  // followed by then
+    .map { v in "\(v)" }
+    #expect(try await described.value == "2")  // followed by map
     let caught = source.then(on: matrixQueue) { x in
       let y = x + 1
       return Promise(y)
@@ -420,8 +420,8 @@ struct ClosureShapeMatrixTests {
       guard x > 0 else { throw CoreTestError.first }
       return Promise(x + 1)
     }
-    .then { v in "\(v)" }
-    #expect(try await described.value == "2")  // followed by then
+    .map { v in "\(v)" }
+    #expect(try await described.value == "2")  // followed by map
     let caught = source.then(on: matrixQueue) { x in
       guard x > 0 else { throw CoreTestError.first }
       return Promise(x + 1)
@@ -522,7 +522,7 @@ struct ClosureShapeMatrixTests {
   @Test("instance map transforms the value in every position, next to the static fan-out")
   func mapInEveryPosition() async throws {
     let source = Promise(1)
-    #expect(try await source.map(on: matrixQueue) { x in x + 1 }.then { v in "\(v)" }.value == "2")
+    #expect(try await source.map(on: matrixQueue) { x in x + 1 }.map { v in "\(v)" }.value == "2")
     #expect(try await source.map(on: matrixQueue) { $0 + 1 }.catch { _ in }.value == 2)
     let several = source.map(on: matrixQueue) { x in
       let y = x + 1
@@ -553,7 +553,7 @@ struct ClosureShapeMatrixTests {
       log.append(x)
       log.append(x + 1)
     }
-    #expect(try await got.then { v in v * 10 }.value == 10)
+    #expect(try await got.map { v in v * 10 }.value == 10)
     let tapped: Promise<Int> = source.tap(on: matrixQueue) { result in
       if case .success(let x) = result { log.append(x) }
     }

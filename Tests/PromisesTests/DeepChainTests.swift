@@ -20,7 +20,7 @@ struct DeepChainTests {
   /// Builds `length` `then` links on `queue` from `head`.
   private func chain(from head: Promise<Int>, length: Int, on queue: DispatchQueue) -> Promise<Int> {
     var tail = head
-    for _ in 0..<length { tail = tail.then(on: queue) { $0 + 1 } }
+    for _ in 0..<length { tail = tail.map(on: queue) { $0 + 1 } }
     return tail
   }
 
@@ -66,7 +66,7 @@ struct DeepChainTests {
     // the adoptions in a loop.
     @Sendable func nested(_ depth: Int) -> Promise<Int> {
       if depth == 0 { return Promise(0) }
-      return Promise(depth).then { depth in nested(depth - 1).then { $0 + 1 } }
+      return Promise(depth).then { depth in nested(depth - 1).map { $0 + 1 } }
     }
     let clock = ContinuousClock()
     let start = clock.now

@@ -70,7 +70,7 @@ struct DiagnosticsTests {
       let queue = DispatchQueue(label: "tests.diagnostics.async")
       let error = IdentifiedError()
       let line = #line + 1
-      @inline(never) func drop() { _ = Promise(1).then(on: queue) { _ -> Int in throw error } }
+      @inline(never) func drop() { _ = Promise(1).map(on: queue) { _ -> Int in throw error } }
       recorder.watchedSite.value = site(line)
       drop()
       let report = try await recorder.firstReport.value
@@ -125,7 +125,7 @@ struct DiagnosticsTests {
     await withRecorder { recorder in
       let line = #line + 1
       await expectNoReport(recorder, line: line, { Promise<Int>(error: CoreTestError.first) }) { promise in
-        _ = await settledOutcome(of: promise.then { $0 })
+        _ = await settledOutcome(of: promise.map { $0 })
       }
     }
   }
@@ -216,7 +216,7 @@ struct DiagnosticsTests {
         // The resolver outlives the cancellation: released first, it would break the head
         // and race the cancellation down the chain with a `brokenPromise` rejection.
         let (head, resolver) = Promise<Int>.pending()
-        let tail = head.then { $0 }.then { $0 }
+        let tail = head.map { $0 }.map { $0 }
         withExtendedLifetime(resolver) { tail.cancel() }
         return WeakObserver(tail)
       }
@@ -241,8 +241,8 @@ struct DiagnosticsTests {
   @Test func debugDescriptionShowsPendingCallbacks() {
     let line = #line + 1
     let (promise, resolver) = Promise<String>.pending()
-    let first = promise.then { $0 }
-    let second = promise.then { $0 }
+    let first = promise.map { $0 }
+    let second = promise.map { $0 }
     #expect(
       promise.debugDescription
         == "Promise<String>(pending, 2 callbacks waiting, created at PromisesTests/DiagnosticsTests.swift:\(line))"
@@ -264,7 +264,7 @@ struct DiagnosticsTests {
   @Test func everyCombinatorRecordsItsCallSite() {
     let source = Promise(1)
     let line = #line
-    let then = source.then { $0 }
+    let then = source.map { $0 }
     let recover = source.recover { _ in 0 }
     let all = Promise.all([source])
     #expect(then.creationSite == site(line + 1))

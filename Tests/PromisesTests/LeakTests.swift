@@ -21,7 +21,7 @@ struct LeakTests {
   ) -> (links: [Promise<Int>], tokens: [WeakObserver<LifetimeToken>]) {
     let tokens = (0..<8).map { LifetimeToken("callback \($0)") }
     let links: [Promise<Int>] = [
-      source.then(on: queue) { value -> Int in
+      source.map(on: queue) { value -> Int in
         _ = tokens[0]
         return value
       },
@@ -57,7 +57,7 @@ struct LeakTests {
     var tail = head
     for index in 0..<length {
       switch index % 4 {
-      case 0: tail = tail.then(on: queue) { $0 + 1 }
+      case 0: tail = tail.map(on: queue) { $0 + 1 }
       case 1: tail = tail.then(on: queue) { value in Promise(value + 1) }
       case 2: tail = tail.always(on: queue) {}
       default: tail = tail.recover(on: queue) { _ in 0 }
@@ -93,7 +93,7 @@ struct LeakTests {
     @inline(never) func make() -> (Promise<Int>, WeakObserver<LifetimeToken>) {
       let token = LifetimeToken()
       return (
-        Promise(1).then { value -> Int in
+        Promise(1).map { value -> Int in
           _ = token
           return value
         }, WeakObserver(token)
@@ -108,7 +108,7 @@ struct LeakTests {
     @inline(never) func make() -> (Promise<Int>, WeakObserver<LifetimeToken>) {
       let token = LifetimeToken()
       return (
-        Promise(1).then { _ -> Int in
+        Promise(1).map { _ -> Int in
           _ = token
           throw CoreTestError.first
         }, WeakObserver(token)
@@ -122,7 +122,7 @@ struct LeakTests {
   @Test func theValueOfASettledPromiseIsReleasedWithThePromise() async throws {
     @inline(never) func make() -> (Guarded<Promise<LifetimeToken>?>, WeakObserver<LifetimeToken>) {
       let token = LifetimeToken()
-      let promise = Promise(1).then { _ in token }
+      let promise = Promise(1).map { _ in token }
       return (Guarded(promise), WeakObserver(token))
     }
     let (box, token) = make()
@@ -157,8 +157,8 @@ struct LeakTests {
     @inline(never) func make() -> (
       Guarded<Promise<Int>?>, WeakObserver<Promise<Int>>, WeakObserver<Promise<Int>>
     ) {
-      let middle = source.then { $0 + 1 }
-      let tail = middle.then { $0 + 1 }
+      let middle = source.map { $0 + 1 }
+      let tail = middle.map { $0 + 1 }
       return (Guarded(tail), WeakObserver(middle), WeakObserver(tail))
     }
     let (tail, middle, tailObserver) = make()
@@ -173,7 +173,7 @@ struct LeakTests {
   @Test func anAdoptedPromiseIsReleasedAfterTheAdopterSettles() async throws {
     let (inner, innerResolver) = Promise<Int>.pending()
     @inline(never) func make() -> (Promise<Int>, WeakObserver<Promise<Int>>) {
-      let adopted = inner.then { $0 * 2 }
+      let adopted = inner.map { $0 * 2 }
       let outer = Promise(1).then { _ in adopted }
       return (outer, WeakObserver(adopted))
     }
@@ -188,7 +188,7 @@ struct LeakTests {
   @Test func theInputsOfAllAreReleasedOnceItSettles() async throws {
     @inline(never) func make() -> (Promise<[Int]>, [WeakObserver<Promise<Int>>], [Promise<Int>.Resolver]) {
       let pairs = (0..<5).map { _ in Promise<Int>.pending() }
-      let inputs = pairs.map { pair in pair.promise.then { $0 } }
+      let inputs = pairs.map { pair in pair.promise.map { $0 } }
       return (Promise.all(inputs), inputs.map { WeakObserver($0) }, pairs.map { $0.resolver })
     }
     let (all, inputs, resolvers) = make()
@@ -250,11 +250,11 @@ struct LeakTests {
     // link is settled, so rule 7 says its callback and captures must go now, not whenever the
     // source eventually settles.
     let (source, resolver) = Promise<Int>.pending()
-    let other = source.then { $0 }
+    let other = source.map { $0 }
     @inline(never) func make() -> (Promise<Int>, WeakObserver<LifetimeToken>) {
       let token = LifetimeToken()
       return (
-        source.then { value -> Int in
+        source.map { value -> Int in
           _ = token
           return value
         }, WeakObserver(token)
@@ -292,7 +292,7 @@ struct LeakTests {
     @inline(never) func make() -> (Promise<Int>, WeakObserver<Promise<Int>>) {
       let (source, resolver) = Promise<Int>.pending()
       let link = Guarded<Promise<Int>?>(nil)
-      let created = source.then(on: queue) { value -> Int in
+      let created = source.map(on: queue) { value -> Int in
         link.value?.cancel()
         return value + 1
       }

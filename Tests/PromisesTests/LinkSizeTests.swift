@@ -22,9 +22,9 @@ import Testing
 
     @Test func aThenLinkFitsInAHundredAndTwelveByteChunk() {
       let (source, resolver) = Promise<Int>.pending()
-      let link = source.then(on: .promises) { $0 + 1 }
+      let link = source.map(on: .promises) { $0 + 1 }
       #expect(allocatedBytes(link) <= 104)
-      let stringLink = link.then(on: .promises) { String($0) }
+      let stringLink = link.map(on: .promises) { String($0) }
       #expect(allocatedBytes(stringLink) <= 104, "a two-word value is stored in place")
       resolver.fulfill(1)
       #expect(throws: Never.self) { try stringLink.wait(timeout: 10) }

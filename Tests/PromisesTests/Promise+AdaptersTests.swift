@@ -107,7 +107,7 @@ struct PromiseAdaptersTests {
     let queue = DispatchQueue(label: "adapters.callback")
     let wrapped = Promise<Int>.wrap { done in done(1, nil) }
     #expect(wrapped.isFulfilled)
-    let chained = wrapped.then(on: queue) { value -> Int in
+    let chained = wrapped.map(on: queue) { value -> Int in
       dispatchPrecondition(condition: .onQueue(queue))
       return value + 1
     }

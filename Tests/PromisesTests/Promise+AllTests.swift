@@ -57,7 +57,7 @@ struct PromiseAllTests {
   @Test func callbacksOnAllRunOnTheirQueue() async throws {
     let checker = QueueChecker()
     let queue = DispatchQueue(label: "tests.all.queue")
-    let sum = Promise.all([Promise(1), Promise(2)]).then(on: queue) { values -> Int in
+    let sum = Promise.all([Promise(1), Promise(2)]).map(on: queue) { values -> Int in
       checker.verify(queue)
       return values.reduce(0, +)
     }

@@ -65,7 +65,7 @@ struct PromiseAnyTests {
   @Test("callbacks on the result run on their own queue")
   func callbacksOnTheirQueue() async throws {
     let queue = DispatchQueue(label: "any.callback")
-    let first = Promise.any([Promise(error: Kit.Failure(1)), Promise(2)]).then(on: queue) { value -> Int in
+    let first = Promise.any([Promise(error: Kit.Failure(1)), Promise(2)]).map(on: queue) { value -> Int in
       dispatchPrecondition(condition: .onQueue(queue))
       return value
     }
@@ -94,7 +94,7 @@ struct PromiseAnyTests {
     let cancelled = Kit.Locked(0)
     let (pending, resolver) = Promise<Int>.pending()
     resolver.onCancel { cancelled.withValue { $0 += 1 } }
-    let other = pending.then { $0 }
+    let other = pending.map { $0 }
     let first = Promise.any([pending, Promise(2)])
     #expect(try await first.value == 2)
     other.cancel()

@@ -45,7 +45,7 @@ struct PromiseAsyncTests {
       return value
     }
     await yieldUntil { callbacksWaiting(on: promise) == 1 }
-    let callback = Promise(()).then(on: DispatchQueue(label: "tests.async.fulfilling")) { _ -> Bool in
+    let callback = Promise(()).map(on: DispatchQueue(label: "tests.async.fulfilling")) { _ -> Bool in
       resolver.fulfill(1)
       return reacted.wait(timeout: .now() + 5) == .success
     }
@@ -73,7 +73,7 @@ struct PromiseAsyncTests {
     let (promise, resolver) = Promise<Int>.pending()
     let results = try await withThrowingTaskGroup(of: Int.self) { group in
       for _ in 0..<20 {
-        group.addTask { try await promise.then { $0 }.value }
+        group.addTask { try await promise.map { $0 }.value }
       }
       resolver.fulfill(3)
       return try await group.reduce(into: []) { $0.append($1) }
@@ -109,7 +109,7 @@ struct PromiseAsyncTests {
   @Test func anAsyncBodyCanAwaitOtherPromises() async throws {
     let (input, resolver) = Promise<Int>.pending()
     let promise = Promise<Int> { try await input.value * 2 }
-    let chained = promise.then { $0 + 1 }
+    let chained = promise.map { $0 + 1 }
     resolver.fulfill(5)
     #expect(try await chained.value == 11)
   }
@@ -117,7 +117,7 @@ struct PromiseAsyncTests {
   @Test func anAsyncPromiseIsObservedAsynchronouslyLikeAnyOther() async throws {
     let probe = ReturnProbe()
     let link = probe.register {
-      Promise<Int> { 1 }.then { value -> Int in
+      Promise<Int> { 1 }.map { value -> Int in
         probe.callbackRan()
         return value
       }

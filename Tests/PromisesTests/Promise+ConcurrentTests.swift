@@ -84,7 +84,7 @@ struct PromiseConcurrentTests {
     for _ in 0..<3 { started.append(await iterator.next()!) }
     started.sort { $0.index < $1.index }
     // Input 0 is also observed elsewhere: it must survive the cancellation.
-    let observer = started[0].promise.then { $0 }
+    let observer = started[0].promise.map { $0 }
     work.settle(started[2], with: .failure(Kit.Failure(2)))
     await #expect(throws: Kit.Failure(2)) { try await all.value }
     await Kit.flush(queue)
@@ -138,7 +138,7 @@ struct PromiseConcurrentTests {
         return running
       }
       maxRunning.withValue { $0 = max($0, now) }
-      return Promise(number).then(on: .global()) { value -> String in
+      return Promise(number).map(on: .global()) { value -> String in
         running.withValue { $0 -= 1 }
         return "#\(value)"
       }

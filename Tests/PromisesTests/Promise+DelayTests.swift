@@ -50,7 +50,7 @@ struct PromiseDelayTests {
     let callbackQueue = DispatchQueue(label: "delay.callback")
     let recording = Kit.RecordingScheduler(clock)
     let chained = Promise(1).delay(.seconds(1), on: timerQueue, scheduler: recording)
-      .then(on: callbackQueue) { value -> Int in
+      .map(on: callbackQueue) { value -> Int in
         dispatchPrecondition(condition: .onQueue(callbackQueue))
         return value + 1
       }
@@ -87,7 +87,7 @@ struct PromiseDelayTests {
   func cancellingSparesSharedSource() async throws {
     let clock = VirtualTimeScheduler()
     let (source, resolver) = Promise<Int>.pending()
-    let other = source.then { $0 + 1 }
+    let other = source.map { $0 + 1 }
     let delayed = source.delay(.seconds(1), scheduler: clock)
     delayed.cancel()
     #expect(source.isPending)
@@ -153,7 +153,7 @@ struct PromiseDelayTests {
     let queue = DispatchQueue(label: "delay.real")
     let (source, resolver) = Promise<String>.pending()
     let delayed = source.delay(.milliseconds(5), scheduler: DispatchTimeScheduler())
-      .then(on: queue) { value -> String in
+      .map(on: queue) { value -> String in
         order.withValue { $0.append("delayed") }
         return value
       }

@@ -50,7 +50,7 @@ struct PromiseRaceTests {
   @Test("callbacks on the race run on their own queue")
   func callbacksOnTheirQueue() async throws {
     let queue = DispatchQueue(label: "race.callback")
-    let race = Promise.race([Promise(1), Promise(2)]).then(on: queue) { value -> Int in
+    let race = Promise.race([Promise(1), Promise(2)]).map(on: queue) { value -> Int in
       dispatchPrecondition(condition: .onQueue(queue))
       return value
     }
@@ -71,7 +71,7 @@ struct PromiseRaceTests {
   func cancellingCancelsSoleObservedInputs() async throws {
     let (a, resolveA, cancelledA) = cancellableInput()
     let (b, resolveB, cancelledB) = cancellableInput()
-    let otherObserver = b.then { $0 }
+    let otherObserver = b.map { $0 }
     let race = Promise.race([a, b])
     race.cancel()
     await #expect(throws: CancellationError.self) { try await race.value }
@@ -86,7 +86,7 @@ struct PromiseRaceTests {
   @Test("once the race is decided, a loser is cancelled when its other observers are")
   func decidedRaceNoLongerObservesLosers() async throws {
     let (loser, resolver, cancelled) = cancellableInput()
-    let other = loser.then { $0 }
+    let other = loser.map { $0 }
     let race = Promise.race([loser, Promise(1)])
     #expect(try await race.value == 1)
     #expect(cancelled.value == 0)
@@ -117,7 +117,7 @@ struct PromiseRaceTests {
   func raceWithTimer() async throws {
     let clock = VirtualTimeScheduler()
     let (slow, resolver) = Promise<Int>.pending()
-    let race = Promise.race([slow, Promise.after(.seconds(3), scheduler: clock).then { -1 }])
+    let race = Promise.race([slow, Promise.after(.seconds(3), scheduler: clock).map { -1 }])
     clock.advance(by: .seconds(3))
     #expect(try await race.value == -1)
     withExtendedLifetime(resolver) {}

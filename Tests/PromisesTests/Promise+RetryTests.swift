@@ -260,7 +260,7 @@ struct PromiseRetryTests {
     let (shared, resolver) = Promise<Int>.pending()
     let cancellations = Kit.Locked(0)
     resolver.onCancel { cancellations.withValue { $0 += 1 } }
-    let other = shared.then { $0 }
+    let other = shared.map { $0 }
     let (started, startedResolver) = Promise<Void>.pending()
     let result = Promise<Int>.retry(on: queue, attempts: 3) {
       startedResolver.fulfill()

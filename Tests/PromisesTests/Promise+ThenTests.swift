@@ -9,7 +9,7 @@ struct PromiseThenTests {
   // MARK: then
 
   @Test func thenTransformsTheValue() async throws {
-    #expect(try await Promise(20).then { $0 + 1 }.then { "\($0 * 2)" }.value == "42")
+    #expect(try await Promise(20).map { $0 + 1 }.map { "\($0 * 2)" }.value == "42")
   }
 
   @Test func thenAdoptsAFulfilledPromise() async throws {
@@ -34,7 +34,7 @@ struct PromiseThenTests {
 
   @Test func thenOnAPendingPromiseRunsAfterFulfilment() async throws {
     let (promise, resolver) = Promise<Int>.pending()
-    let chain = promise.then { $0 * 3 }
+    let chain = promise.map { $0 * 3 }
     #expect(chain.isPending)
     resolver.fulfill(5)
     #expect(try await chain.value == 15)
@@ -43,7 +43,7 @@ struct PromiseThenTests {
 
   @Test func thenCanProduceVoid() async throws {
     let ran = Guarded(false)
-    let done: Promise<Void> = Promise(1).then { _ in ran.value = true }
+    let done: Promise<Void> = Promise(1).map { _ in ran.value = true }
     try await done.value
     #expect(ran.value)
   }
@@ -137,7 +137,7 @@ struct PromiseThenTests {
   @Test func alwaysRunsAfterTheWholeChainBeforeIt() async throws {
     let order = Guarded<[Int]>([])
     let chain = Promise(0)
-      .then { value -> Int in
+      .map { value -> Int in
         order.append(1)
         return value
       }

@@ -66,7 +66,7 @@ struct PromiseTimeoutTests {
   func timeoutSparesSharedSource() async throws {
     let clock = VirtualTimeScheduler()
     let (source, resolver, cancellations) = cancellableSource()
-    let other = source.then { $0 * 2 }
+    let other = source.map { $0 * 2 }
     let limited = source.timeout(.seconds(1), scheduler: clock)
     clock.advance(by: .seconds(1))
     await #expect(throws: PromiseError.self) { try await limited.value }
@@ -80,7 +80,7 @@ struct PromiseTimeoutTests {
   func timedOutLinkNoLongerCountsAsObserver() async throws {
     let clock = VirtualTimeScheduler()
     let (source, resolver, cancellations) = cancellableSource()
-    let other = source.then { $0 }
+    let other = source.map { $0 }
     let limited = source.timeout(.seconds(1), scheduler: clock)
     clock.advance(by: .seconds(1))
     #expect(limited.isRejected)

@@ -17,7 +17,7 @@ struct PromiseWaitTests {
   private func inCallback<T: Sendable>(
     on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T
   ) async -> Result<T, any Error> {
-    let link = Promise(()).then(on: queue) { _ in Result { try body() } }
+    let link = Promise(()).map(on: queue) { _ in Result { try body() } }
     do {
       return try await link.value
     } catch {
@@ -66,7 +66,7 @@ struct PromiseWaitTests {
 
   @Test func waitReturnsOnceAPromiseIsFulfilledOnAnotherThread() async throws {
     let (promise, resolver) = Promise<Int>.pending()
-    let chain = promise.then(on: DispatchQueue(label: "tests.wait.chain")) { $0 * 2 }
+    let chain = promise.map(on: DispatchQueue(label: "tests.wait.chain")) { $0 * 2 }
     DispatchQueue.global().async { resolver.fulfill(21) }
     let waited = await inBlock(on: DispatchQueue(label: "tests.wait.waiter")) { try chain.wait(timeout: 30) }
     #expect(try waited.get() == 42)
@@ -103,7 +103,7 @@ struct PromiseWaitTests {
       waiterDone.leave()
     }
     await yieldUntil { callbacksWaiting(on: promise) == 1 }
-    let callback = Promise(()).then(on: DispatchQueue(label: "tests.wait.fulfilling")) { _ -> Bool in
+    let callback = Promise(()).map(on: DispatchQueue(label: "tests.wait.fulfilling")) { _ -> Bool in
       resolver.fulfill(1)
       return reacted.wait(timeout: .now() + 5) == .success
     }
@@ -177,9 +177,9 @@ struct PromiseWaitTests {
   @Test func waitInACallbackOnASerialQueueForAChainThatNeedsItThrows() async throws {
     let queue = DispatchQueue(label: "tests.wait.serial")
     let (source, resolver) = Promise<Int>.pending()
-    let needsQueue = source.then(on: queue) { $0 + 1 }
+    let needsQueue = source.map(on: queue) { $0 + 1 }
     let line = #line + 1
-    let downstream = needsQueue.then(on: DispatchQueue(label: "tests.wait.other")) { $0 }
+    let downstream = needsQueue.map(on: DispatchQueue(label: "tests.wait.other")) { $0 }
     let result = await inCallback(on: queue) { try downstream.wait(timeout: 2) }
     expectWouldDeadlock(result, queue: queue)
     if case .failure(PromiseError.waitWouldDeadlock(_, let site)) = result {
@@ -191,7 +191,7 @@ struct PromiseWaitTests {
 
   @Test func waitInACallbackOnTheDefaultQueueForAChainThatNeedsItThrows() async throws {
     let (source, resolver) = Promise<Int>.pending()
-    let needsDefault = source.then { $0 + 1 }
+    let needsDefault = source.map { $0 + 1 }
     let result = await inCallback(on: .promises) { try needsDefault.wait(timeout: 2) }
     expectWouldDeadlock(result, queue: .promises)
     resolver.fulfill(1)
@@ -201,7 +201,7 @@ struct PromiseWaitTests {
   @Test func waitInACallbackOnTheMainQueueForAChainThatNeedsItThrows() async throws {
     // The test runner services the main queue, so callbacks on `.main` run.
     let (source, resolver) = Promise<Int>.pending()
-    let needsMain = source.then(on: .main) { $0 + 1 }
+    let needsMain = source.map(on: .main) { $0 + 1 }
     let result = await inCallback(on: .main) { try needsMain.wait(timeout: 2) }
     expectWouldDeadlock(result, queue: .main)
     resolver.fulfill(1)
@@ -211,7 +211,7 @@ struct PromiseWaitTests {
   @Test func waitInAPlainBlockOnASerialQueueForAChainThatNeedsItThrows() async throws {
     let queue = DispatchQueue(label: "tests.wait.block")
     let (source, resolver) = Promise<Int>.pending()
-    let needsQueue = source.then(on: queue) { $0 + 1 }
+    let needsQueue = source.map(on: queue) { $0 + 1 }
     let result = await inBlock(on: queue) { try needsQueue.wait(timeout: 2) }
     expectWouldDeadlock(result, queue: queue)
     resolver.fulfill(1)
@@ -221,7 +221,7 @@ struct PromiseWaitTests {
   @Test func waitForAnAdoptedPromiseThatNeedsTheQueueThrows() async throws {
     let queue = DispatchQueue(label: "tests.wait.adopted")
     let (source, resolver) = Promise<Int>.pending()
-    let needsQueue = source.then(on: queue) { $0 + 1 }
+    let needsQueue = source.map(on: queue) { $0 + 1 }
     let adopter = Promise(()).then { _ in needsQueue }
     await yieldUntil { callbacksWaiting(on: needsQueue) == 1 }
     let result = await inCallback(on: queue) { try adopter.wait(timeout: 2) }
@@ -235,7 +235,7 @@ struct PromiseWaitTests {
     // blocked, and the library can see that through the aggregate's inputs.
     let queue = DispatchQueue(label: "tests.wait.all")
     let (source, resolver) = Promise<Int>.pending()
-    let needsQueue = source.then(on: queue) { $0 + 1 }
+    let needsQueue = source.map(on: queue) { $0 + 1 }
     let aggregate = Promise.all([needsQueue, Promise(0)])
     let result = await inCallback(on: queue) { try aggregate.wait(timeout: 2) }
     expectWouldDeadlock(result, queue: queue)
@@ -249,8 +249,8 @@ struct PromiseWaitTests {
     let queue = DispatchQueue(label: "tests.wait.long-chain")
     let other = DispatchQueue(label: "tests.wait.long-chain.other")
     let (source, resolver) = Promise<Int>.pending()
-    var tail = source.then(on: queue) { $0 + 1 }
-    for _ in 0..<5_000 { tail = tail.then(on: other) { $0 + 1 } }
+    var tail = source.map(on: queue) { $0 + 1 }
+    for _ in 0..<5_000 { tail = tail.map(on: other) { $0 + 1 } }
     let waited = tail
     let result = await inBlock(on: queue) { try waited.wait(timeout: 2) }
     expectWouldDeadlock(result, queue: queue)
@@ -263,7 +263,7 @@ struct PromiseWaitTests {
     // check still runs before the wait reports a timeout.
     let queue = DispatchQueue(label: "tests.wait.short")
     let (source, resolver) = Promise<Int>.pending()
-    let needsQueue = source.then(on: queue) { $0 + 1 }
+    let needsQueue = source.map(on: queue) { $0 + 1 }
     let result = await inBlock(on: queue) { try needsQueue.wait(timeout: .microseconds(100)) }
     expectWouldDeadlock(result, queue: queue)
     resolver.fulfill(1)
@@ -274,8 +274,8 @@ struct PromiseWaitTests {
     let chainQueue = DispatchQueue(label: "tests.wait.chain-queue")
     let waiterQueue = DispatchQueue(label: "tests.wait.waiter-queue")
     let (source, resolver) = Promise<Int>.pending()
-    let chain = source.then(on: chainQueue) { $0 + 1 }.then(on: chainQueue) { $0 * 10 }
-    let waited = Promise(()).then(on: waiterQueue) { _ in Result { try chain.wait(timeout: 30) } }
+    let chain = source.map(on: chainQueue) { $0 + 1 }.map(on: chainQueue) { $0 * 10 }
+    let waited = Promise(()).map(on: waiterQueue) { _ in Result { try chain.wait(timeout: 30) } }
     await yieldUntil { callbacksWaiting(on: chain) == 1 }
     resolver.fulfill(1)
     #expect(try await waited.value.get() == 20)
@@ -283,7 +283,7 @@ struct PromiseWaitTests {
 
   @Test func waitOnTheNeededQueueForAnAlreadySettledPromiseReturnsItsValue() async throws {
     let queue = DispatchQueue(label: "tests.wait.settled")
-    let settled = Promise(1).then(on: queue) { $0 + 1 }
+    let settled = Promise(1).map(on: queue) { $0 + 1 }
     #expect(try await settled.value == 2)
     let result = await inCallback(on: queue) { try settled.wait(timeout: 2) }
     #expect(try result.get() == 2)
@@ -311,7 +311,7 @@ struct PromiseWaitTests {
   @Test func aWaitThatReportsADeadlockTakesBackWhatItRegistered() async throws {
     let queue = DispatchQueue(label: "tests.wait.deadlock-unregisters")
     let (source, resolver) = Promise<Int>.pending()
-    let chained = source.then(on: queue) { $0 }
+    let chained = source.map(on: queue) { $0 }
     let result = await inBlock(on: queue) { try chained.wait(timeout: 5) }
     #expect(throws: PromiseError.self) { try result.get() }
     #expect(callbacksWaiting(on: chained) == 0)

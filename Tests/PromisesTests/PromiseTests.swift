@@ -38,7 +38,7 @@ struct PromiseTests {
     #expect(try settled.wait(timeout: 10) == value, sourceLocation: sourceLocation)
 
     let (pending, resolver) = Promise<T>.pending()
-    let passedOn = pending.then { $0 }
+    let passedOn = pending.map { $0 }
     let adopted = pending.then { Promise($0) }
     let always = pending.always {}
     let all = Promise.all([pending, settled])
@@ -81,14 +81,14 @@ struct PromiseTests {
   @Test func voidAndEmptyValuesWork() async throws {
     try await Promise(()).value
     let (promise, resolver) = Promise<Void>.pending()
-    let chained = promise.then { _ in 1 }
+    let chained = promise.map { _ in 1 }
     resolver.fulfill()
     #expect(try await chained.value == 1)
   }
 
   @Test func existentialValuesRoundTrip() async throws {
     let promise = Promise<any Sendable>(Large())
-    let value = try await promise.then { $0 }.value
+    let value = try await promise.map { $0 }.value
     #expect(value as? Large == Large())
   }
 
@@ -169,7 +169,7 @@ struct PromiseTests {
   @Test func aValueWithAWeakReferenceSurvivesStorage() async throws {
     let token = LifetimeToken()
     let promise = Promise(WeakHolder(token: token))
-    let read = try await promise.then { $0 }.value
+    let read = try await promise.map { $0 }.value
     #expect(read.token === token)
   }
 
@@ -177,7 +177,7 @@ struct PromiseTests {
     // Observers on several queues copy the same stored value at the same time.
     let (promise, resolver) = Promise<Large>.pending()
     let queues = (0..<4).map { DispatchQueue(label: "tests.value.reader.\($0)") }
-    let reads = (0..<40).map { index in promise.then(on: queues[index % 4]) { $0.text } }
+    let reads = (0..<40).map { index in promise.map(on: queues[index % 4]) { $0.text } }
     resolver.fulfill(Large())
     for read in reads { #expect(try await read.value == "large") }
   }

@@ -22,7 +22,7 @@ struct QueueBatchingTests {
     let queue = DispatchQueue(label: "tests.batching.order")
     let promise = Promise(0)
     let order = Guarded<[Int]>([])
-    let links = (0..<1_000).map { index in promise.then(on: queue) { _ in order.append(index) } }
+    let links = (0..<1_000).map { index in promise.map(on: queue) { _ in order.append(index) } }
     for link in links { try await link.value }
     #expect(order.value == Array(0..<1_000))
   }
@@ -33,9 +33,9 @@ struct QueueBatchingTests {
     let queue = DispatchQueue(label: "tests.batching.before-after")
     let (promise, resolver) = Promise<Int>.pending()
     let order = Guarded<[Int]>([])
-    var links = (0..<1_000).map { index in promise.then(on: queue) { _ in order.append(index) } }
+    var links = (0..<1_000).map { index in promise.map(on: queue) { _ in order.append(index) } }
     resolver.fulfill(0)
-    links += (1_000..<2_000).map { index in promise.then(on: queue) { _ in order.append(index) } }
+    links += (1_000..<2_000).map { index in promise.map(on: queue) { _ in order.append(index) } }
     for link in links { try await link.value }
     #expect(order.value == Array(0..<2_000))
   }
@@ -53,15 +53,15 @@ struct QueueBatchingTests {
     for _ in 0..<rounds {
       let (promise, resolver) = Promise<Int>.pending()
       let order = Guarded<[Int]>([])
-      let fillers = (0..<200).map { index in promise.then(on: others[index % 2]) { _ in } }
-      let early = promise.then(on: queue) { _ in order.append(0) }
+      let fillers = (0..<200).map { index in promise.map(on: others[index % 2]) { _ in } }
+      let early = promise.map(on: queue) { _ in order.append(0) }
       let late = Guarded<Promise<Void>?>(nil)
       let registered = runOnThreads(2) { thread in
         if thread == 0 {
           resolver.fulfill(1)
         } else {
           while promise.isPending {}
-          late.value = promise.then(on: queue) { _ in order.append(1) }
+          late.value = promise.map(on: queue) { _ in order.append(1) }
         }
       }
       try #require(registered)
@@ -86,14 +86,14 @@ struct QueueBatchingTests {
       let registrant = pthread_self()
       let registering = Guarded(true)
       links.append(
-        promise.then(on: queue) { _ -> Void in
+        promise.map(on: queue) { _ -> Void in
           if registering.value && pthread_equal(pthread_self(), registrant) != 0 { ranInside.increment() }
         })
       registering.value = false
     }
     let nested = promise.then(on: queue) { _ -> Promise<Int> in
       let flag = Guarded(true)
-      let inner = promise.then(on: queue) { value -> Int in
+      let inner = promise.map(on: queue) { value -> Int in
         #expect(!flag.value, "ran inside the `then` that registered it")
         return value
       }
@@ -110,7 +110,7 @@ struct QueueBatchingTests {
     let gate = closeGate(on: queue)
     let promise = Promise(0)
     let ran = Guarded(0)
-    let links = (0..<10_000).map { _ in promise.then(on: queue) { _ in ran.withLock { $0 += 1 } } }
+    let links = (0..<10_000).map { _ in promise.map(on: queue) { _ in ran.withLock { $0 += 1 } } }
     let seenByBlock = Guarded<Int?>(nil)
     let blockRan = DispatchSemaphore(value: 0)
     queue.async {
@@ -131,7 +131,7 @@ struct QueueBatchingTests {
     let promise = Promise(0)
     for round in 0..<100 {
       let order = Guarded<[String]>([])
-      let link = promise.then(on: queue) { _ in order.withLock { $0.append("callback") } }
+      let link = promise.map(on: queue) { _ in order.withLock { $0.append("callback") } }
       let done = DispatchSemaphore(value: 0)
       queue.async {
         order.withLock { $0.append("block") }
@@ -149,9 +149,9 @@ struct QueueBatchingTests {
     let gate = closeGate(on: queue)
     let promise = Promise(0)
     let order = Guarded<[String]>([])
-    let first = promise.then(on: queue) { _ in order.withLock { $0.append("first") } }
+    let first = promise.map(on: queue) { _ in order.withLock { $0.append("first") } }
     queue.async { order.withLock { $0.append("block") } }
-    let second = promise.then(on: queue) { _ in order.withLock { $0.append("second") } }
+    let second = promise.map(on: queue) { _ in order.withLock { $0.append("second") } }
     gate.open()
     _ = try first.wait(timeout: 10)
     _ = try second.wait(timeout: 10)
@@ -166,7 +166,7 @@ struct QueueBatchingTests {
     let promise = Promise(0)
     let order = Guarded<[Int]>([])
     let count = Drain.batchLimit + 10
-    let links = (0..<count).map { index in promise.then(on: queue) { _ in order.append(index) } }
+    let links = (0..<count).map { index in promise.map(on: queue) { _ in order.append(index) } }
     queue.async { order.append(-1) }
     gate.open()
     for link in links { _ = try link.wait(timeout: 10) }
@@ -180,7 +180,7 @@ struct QueueBatchingTests {
     let promise = Promise(0)
     let order = Guarded<[Int]>([])
     let links = (0..<300).map { index in
-      promise.then(on: .main) { _ in
+      promise.map(on: .main) { _ in
         dispatchPrecondition(condition: .onQueue(.main))
         order.append(index)
       }
@@ -194,11 +194,11 @@ struct QueueBatchingTests {
     let promise = Promise(0)
     let first = DispatchSemaphore(value: 0)
     let second = DispatchSemaphore(value: 0)
-    let a = promise.then(on: .global()) { _ -> Bool in
+    let a = promise.map(on: .global()) { _ -> Bool in
       first.signal()
       return second.wait(timeout: .now() + 10) == .success
     }
-    let b = promise.then(on: .global()) { _ -> Bool in
+    let b = promise.map(on: .global()) { _ -> Bool in
       second.signal()
       return first.wait(timeout: .now() + 10) == .success
     }
@@ -210,7 +210,7 @@ struct QueueBatchingTests {
     let queue = DispatchQueue(label: "tests.batching.specific")
     let key = DispatchSpecificKey<String>()
     queue.setSpecific(key: key, value: "mine")
-    let seen = try await Promise(0).then(on: queue) { _ in DispatchQueue.getSpecific(key: key) }.value
+    let seen = try await Promise(0).map(on: queue) { _ in DispatchQueue.getSpecific(key: key) }.value
     #expect(seen == "mine")
     #expect(queue.getSpecific(key: key) == "mine")
   }

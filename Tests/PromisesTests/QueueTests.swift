@@ -25,16 +25,16 @@ struct QueueTests {
     // the same check into an ordinary test failure.
     let queue = kind.makeQueue()
     let chain = Promise(1)
-      .then(on: queue) { value -> Int in
+      .map(on: queue) { value -> Int in
         dispatchPrecondition(condition: .onQueue(queue))
         return value
       }
-      .then { value -> Int in
+      .map { value -> Int in
         dispatchPrecondition(condition: .onQueue(.promises))
         dispatchPrecondition(condition: .notOnQueue(queue))
         return value
       }
-      .then(on: .main) { value -> Int in
+      .map(on: .main) { value -> Int in
         dispatchPrecondition(condition: .onQueue(.main))
         return value
       }
@@ -45,7 +45,7 @@ struct QueueTests {
     let checker = QueueChecker()
     let global = DispatchQueue.global(qos: .utility)
     let links = (0..<50).map { index in
-      Promise(index).then(on: global) { value -> Int in
+      Promise(index).map(on: global) { value -> Int in
         checker.verify(global)
         return value
       }
@@ -58,7 +58,7 @@ struct QueueTests {
     let checker = QueueChecker()
     let target = DispatchQueue(label: "tests.queue.target")
     let queue = DispatchQueue(label: "tests.queue.targeting", target: target)
-    let chain = Promise(1).then(on: queue) { value -> Int in
+    let chain = Promise(1).map(on: queue) { value -> Int in
       checker.verify(queue)
       dispatchPrecondition(condition: .onQueue(target))
       return value + 1
@@ -73,9 +73,9 @@ struct QueueTests {
     let (head, resolver) = Promise<Int>.pending()
     let chain =
       head
-      .then(on: queue) { $0 + 1 }
+      .map(on: queue) { $0 + 1 }
       .then(on: queue) { value in Promise(value * 2) }
-      .then(on: queue) { _ -> Int in throw CoreTestError.first }
+      .map(on: queue) { _ -> Int in throw CoreTestError.first }
       .recover(on: queue) { _ in 100 }
       .validate(on: queue) { $0 == 100 }
     resolver.fulfill(1)
@@ -96,10 +96,10 @@ struct QueueTests {
       let custom = DispatchQueue(label: "tests.custom-default")
       let key = DispatchSpecificKey<Int>()
       custom.setSpecific(key: key, value: 1)
-      let before = Promise(1).then { _ in DispatchQueue.getSpecific(key: key) }
+      let before = Promise(1).map { _ in DispatchQueue.getSpecific(key: key) }
       _ = try? before.wait(timeout: 10)
       DispatchQueue.promises = custom
-      let after = Promise(1).then { _ in DispatchQueue.getSpecific(key: key) }
+      let after = Promise(1).map { _ in DispatchQueue.getSpecific(key: key) }
       let onCustom = try? after.wait(timeout: 10)
       exit(DispatchQueue.promises === custom && onCustom == .some(1) ? 0 : 1)
     }
@@ -109,7 +109,7 @@ struct QueueTests {
     // The default queue is not the main queue: blocking the calling thread in `wait` while the
     // chain runs on the default queue does not deadlock, with no run loop and no dispatchMain.
     await #expect(processExitsWith: .success) {
-      let chain = Promise(20).then { $0 + 1 }.then { value in Promise(value * 2) }
+      let chain = Promise(20).map { $0 + 1 }.then { value in Promise(value * 2) }
       let value = try? chain.wait(timeout: 10)
       exit(value == 42 ? 0 : 1)
     }

@@ -58,10 +58,10 @@ struct Rule1SettleOnceTests {
   @Test func callbacksSeeOnlyTheFirstOutcome() async throws {
     let (promise, resolver) = Promise<Int>.pending()
     let seen = Guarded<[Int]>([])
-    let before = promise.then { value in seen.append(value) }
+    let before = promise.map { value in seen.append(value) }
     resolver.fulfill(1)
     resolver.fulfill(2)
-    let after = promise.then { value in seen.append(value) }
+    let after = promise.map { value in seen.append(value) }
     resolver.fulfill(3)
     try await before.value
     try await after.value

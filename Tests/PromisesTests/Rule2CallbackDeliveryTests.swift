@@ -13,7 +13,7 @@ struct Rule2CallbackDeliveryTests {
   func aCallbackOnAFulfilledPromiseRunsAfterThenReturns(kind: CallbackQueueKind) async throws {
     let queue = kind.makeQueue()
     let probe = ReturnProbe()
-    let link = probe.register { Promise(1).then(on: queue) { _ in probe.callbackRan() } }
+    let link = probe.register { Promise(1).map(on: queue) { _ in probe.callbackRan() } }
     try await link.value
     #expect(probe.everyCallbackRanAfterReturn)
   }
@@ -36,7 +36,7 @@ struct Rule2CallbackDeliveryTests {
     let rejected = Promise<Int>(error: CoreTestError.first)
     let links: [Promise<Int>] = probe.register {
       [
-        fulfilled.then { value -> Int in
+        fulfilled.map { value -> Int in
           probe.callbackRan()
           return value
         },
@@ -70,8 +70,8 @@ struct Rule2CallbackDeliveryTests {
     let settled = Promise(2)
     let probe = ReturnProbe()
     let inner = Guarded<Promise<Void>?>(nil)
-    let outer = Promise(1).then(on: queue) { _ in
-      inner.value = probe.register { settled.then(on: queue) { _ in probe.callbackRan() } }
+    let outer = Promise(1).map(on: queue) { _ in
+      inner.value = probe.register { settled.map(on: queue) { _ in probe.callbackRan() } }
     }
     try await outer.value
     try await #require(inner.value).value
@@ -83,8 +83,8 @@ struct Rule2CallbackDeliveryTests {
     let target = DispatchQueue(label: "tests.target")
     let probe = ReturnProbe()
     let inner = Guarded<Promise<Void>?>(nil)
-    let outer = Promise(1).then(on: registering) { value in
-      inner.value = probe.register { Promise(value).then(on: target) { _ in probe.callbackRan() } }
+    let outer = Promise(1).map(on: registering) { value in
+      inner.value = probe.register { Promise(value).map(on: target) { _ in probe.callbackRan() } }
     }
     try await outer.value
     try await #require(inner.value).value
@@ -94,7 +94,7 @@ struct Rule2CallbackDeliveryTests {
   @Test func aPromiseFulfilledInsideItsInitializerIsStillObservedAsynchronously() async throws {
     let probe = ReturnProbe()
     let link = probe.register {
-      Promise<Int> { resolver in resolver.fulfill(1) }.then { value -> Int in
+      Promise<Int> { resolver in resolver.fulfill(1) }.map { value -> Int in
         probe.callbackRan()
         return value + 1
       }
@@ -108,7 +108,7 @@ struct Rule2CallbackDeliveryTests {
     // run inside it.
     let (promise, resolver) = Promise<Int>.pending()
     let probe = ReturnProbe()
-    let link = promise.then(on: DispatchQueue(label: "tests.fulfil")) { _ in probe.callbackRan() }
+    let link = promise.map(on: DispatchQueue(label: "tests.fulfil")) { _ in probe.callbackRan() }
     probe.register { resolver.fulfill(1) }
     try await link.value
     #expect(probe.everyCallbackRanAfterReturn)
@@ -120,8 +120,8 @@ struct Rule2CallbackDeliveryTests {
     let queue = DispatchQueue(label: "tests.fulfil-on-queue")
     let (promise, resolver) = Promise<Int>.pending()
     let probe = ReturnProbe()
-    let link = promise.then(on: queue) { _ in probe.callbackRan() }
-    let trigger = Promise(()).then(on: queue) { _ in probe.register { resolver.fulfill(1) } }
+    let link = promise.map(on: queue) { _ in probe.callbackRan() }
+    let trigger = Promise(()).map(on: queue) { _ in probe.register { resolver.fulfill(1) } }
     try await trigger.value
     try await link.value
     #expect(probe.everyCallbackRanAfterReturn)
@@ -132,7 +132,7 @@ struct Rule2CallbackDeliveryTests {
   @Test func aThenCallbackRunsExactlyOnce() async throws {
     try await confirmation(expectedCount: 1) { ran in
       let (promise, resolver) = Promise<Int>.pending()
-      let link = promise.then { _ in ran() }
+      let link = promise.map { _ in ran() }
       resolver.fulfill(1)
       resolver.fulfill(2)
       resolver.reject(CoreTestError.first)
@@ -147,7 +147,7 @@ struct Rule2CallbackDeliveryTests {
       let (promise, resolver) = Promise<Int>.pending()
       let (failing, failingResolver) = Promise<Int>.pending()
       let links: [Promise<Int>] = [
-        promise.then { value -> Int in
+        promise.map { value -> Int in
           ran()
           return value
         },
@@ -178,7 +178,7 @@ struct Rule2CallbackDeliveryTests {
           return 0
         },
         fulfilled.catch { _ in ran() },
-        rejected.then { value -> Int in
+        rejected.map { value -> Int in
           ran()
           return value
         }.recover { _ in 0 },
@@ -197,7 +197,7 @@ struct Rule2CallbackDeliveryTests {
     let (promise, resolver) = Promise<Int>.pending()
     let chain =
       promise
-      .then(on: queue) { value -> Int in
+      .map(on: queue) { value -> Int in
         checker.verify(queue)
         return value + 1
       }
@@ -225,7 +225,7 @@ struct Rule2CallbackDeliveryTests {
     let checker = QueueChecker()
     let defaultQueue = DispatchQueue.promises
     let chain = Promise(1)
-      .then { value -> Int in
+      .map { value -> Int in
         checker.verify(defaultQueue)
         return value
       }
@@ -249,7 +249,7 @@ struct Rule2CallbackDeliveryTests {
     let inFlight = Guarded(0)
     let overlapped = Guarded(false)
     let links = (0..<200).map { index in
-      Promise(index).then { value -> Int in
+      Promise(index).map { value -> Int in
         if inFlight.withLock({ count -> Int in
           count += 1
           return count
@@ -269,15 +269,15 @@ struct Rule2CallbackDeliveryTests {
     let first = DispatchQueue(label: "tests.hop.1")
     let second = DispatchQueue(label: "tests.hop.2", attributes: .concurrent)
     let chain = Promise(0)
-      .then(on: first) { value -> Int in
+      .map(on: first) { value -> Int in
         checker.verify(first)
         return value + 1
       }
-      .then(on: second) { value -> Int in
+      .map(on: second) { value -> Int in
         checker.verify(second)
         return value + 1
       }
-      .then(on: first) { value -> Int in
+      .map(on: first) { value -> Int in
         checker.verify(first)
         return value + 1
       }
@@ -288,7 +288,7 @@ struct Rule2CallbackDeliveryTests {
   @Test func callbacksOnTheMainQueueRunOnTheMainThread() async throws {
     let checker = QueueChecker()
     // The test runner's main thread services the main queue (async main runs dispatchMain).
-    let link = Promise(1).then(on: .main) { value -> Int in
+    let link = Promise(1).map(on: .main) { value -> Int in
       checker.verify(.main)
       return value + 1
     }

@@ -31,7 +31,7 @@ struct Rule3RegistrationOrderTests {
     let queue = kind.makeQueue()
     let (promise, resolver) = Promise<Int>.pending()
     let order = Guarded<[Int]>([])
-    let links = (0..<500).map { index in promise.then(on: queue) { _ in order.append(index) } }
+    let links = (0..<500).map { index in promise.map(on: queue) { _ in order.append(index) } }
     resolver.fulfill(0)
     for link in links { try await link.value }
     expectOrder(order.value, count: 500, on: kind)
@@ -42,7 +42,7 @@ struct Rule3RegistrationOrderTests {
     let queue = kind.makeQueue()
     let promise = Promise(0)
     let order = Guarded<[Int]>([])
-    let links = (0..<500).map { index in promise.then(on: queue) { _ in order.append(index) } }
+    let links = (0..<500).map { index in promise.map(on: queue) { _ in order.append(index) } }
     for link in links { try await link.value }
     expectOrder(order.value, count: 500, on: kind)
   }
@@ -54,9 +54,9 @@ struct Rule3RegistrationOrderTests {
     let queue = kind.makeQueue()
     let (promise, resolver) = Promise<Int>.pending()
     let order = Guarded<[Int]>([])
-    var links = (0..<100).map { index in promise.then(on: queue) { _ in order.append(index) } }
+    var links = (0..<100).map { index in promise.map(on: queue) { _ in order.append(index) } }
     resolver.fulfill(0)
-    links += (100..<200).map { index in promise.then(on: queue) { _ in order.append(index) } }
+    links += (100..<200).map { index in promise.map(on: queue) { _ in order.append(index) } }
     for link in links { try await link.value }
     expectOrder(order.value, count: 200, on: kind)
   }
@@ -72,12 +72,12 @@ struct Rule3RegistrationOrderTests {
     let (promise, resolver) = Promise<Int>.pending()
     let (settled, settledResolver) = Promise<Void>.pending()
     let order = Guarded<[Int]>([])
-    let early = (0..<3).map { index in promise.then(on: queue) { _ in order.append(index) } }
+    let early = (0..<3).map { index in promise.map(on: queue) { _ in order.append(index) } }
     let late = Guarded<[Promise<Void>]>([])
-    let busy = Promise(()).then(on: queue) { _ in
+    let busy = Promise(()).map(on: queue) { _ in
       // Blocks `queue` until the test thread has fulfilled `promise` (bounded).
       _ = try? settled.wait(timeout: 50)
-      late.value = (3..<6).map { index in promise.then(on: queue) { _ in order.append(index) } }
+      late.value = (3..<6).map { index in promise.map(on: queue) { _ in order.append(index) } }
     }
     // Let `busy` start, so `queue` is occupied when the promise settles.
     await yieldUntil { callbacksWaiting(on: settled) == 1 }
@@ -97,9 +97,9 @@ struct Rule3RegistrationOrderTests {
     var links: [Promise<Void>] = []
     for index in 0..<200 {
       if index.isMultiple(of: 3) {
-        links.append(promise.then(on: second) { _ in secondOrder.append(index) })
+        links.append(promise.map(on: second) { _ in secondOrder.append(index) })
       } else {
-        links.append(promise.then(on: first) { _ in firstOrder.append(index) })
+        links.append(promise.map(on: first) { _ in firstOrder.append(index) })
       }
       if index == 100 { resolver.fulfill(0) }
     }
@@ -113,7 +113,7 @@ struct Rule3RegistrationOrderTests {
     let (promise, resolver) = Promise<Int>.pending()
     let order = Guarded<[Int]>([])
     let links: [Promise<Int>] = [
-      promise.then(on: queue) { value -> Int in
+      promise.map(on: queue) { value -> Int in
         order.append(0)
         return value
       },
@@ -145,13 +145,13 @@ struct Rule3RegistrationOrderTests {
     links.reserveCapacity(length)
     var tail = head
     for _ in 0..<length {
-      tail = tail.then(on: queue) { $0 + 1 }
+      tail = tail.map(on: queue) { $0 + 1 }
       links.append(tail)
     }
     let events = Guarded<[String]>([])
     // An observer registered before settlement on every 100th link.
     let early = stride(from: 0, to: length, by: 100).map { index in
-      links[index].then(on: queue) { value -> Int in
+      links[index].map(on: queue) { value -> Int in
         events.withLock { $0.append("early \(index)") }
         return value
       }
@@ -164,7 +164,7 @@ struct Rule3RegistrationOrderTests {
       while index < length {
         let link = allLinks[index]
         let tag = "late \(index)"
-        let observer = link.then(on: queue) { value -> Int in
+        let observer = link.map(on: queue) { value -> Int in
           events.withLock { $0.append(tag) }
           return value
         }
@@ -200,7 +200,7 @@ struct Rule3RegistrationOrderTests {
     let finished = runOnThreads(4) { thread in
       for step in 0..<100 {
         let tag = thread * 1_000 + step
-        let link = promise.then(on: queue) { _ in order.append(tag) }
+        let link = promise.map(on: queue) { _ in order.append(tag) }
         links.withLock { $0.append(link) }
       }
     }
@@ -228,7 +228,7 @@ struct Rule3RegistrationOrderTests {
       let links = Guarded<[Promise<Void>]>([])
       for index in 0..<16 {
         let queue = queues[index % 2]
-        let link = promise.then(on: queue) { _ in events.withLock { $0.append("early \(queue.label)") } }
+        let link = promise.map(on: queue) { _ in events.withLock { $0.append("early \(queue.label)") } }
         links.withLock { $0.append(link) }
       }
       let finished = runOnThreads(2) { thread in
@@ -238,7 +238,7 @@ struct Rule3RegistrationOrderTests {
         }
         for index in 0..<64 {
           let queue = queues[index % 2]
-          let link = promise.then(on: queue) { _ in events.withLock { $0.append("late \(queue.label)") } }
+          let link = promise.map(on: queue) { _ in events.withLock { $0.append("late \(queue.label)") } }
           links.withLock { $0.append(link) }
         }
       }

@@ -13,7 +13,7 @@ struct Rule4RejectionTests {
     let skipped = Guarded(0)
     let received = Guarded<(any Error)?>(nil)
     let chain = Promise<Int>(error: error)
-      .then { value -> Int in
+      .map { value -> Int in
         skipped.increment()
         return value
       }
@@ -38,7 +38,7 @@ struct Rule4RejectionTests {
     let error = IdentifiedError()
     let caught = Guarded<(any Error)?>(nil)
     let chain = Promise<Int>(error: error)
-      .then { $0 + 1 }
+      .map { $0 + 1 }
       .catch { caught.value = $0 }
     let final = await rejectionError(of: chain)
     #expect(isSame(caught.value, as: error))
@@ -53,14 +53,14 @@ struct Rule4RejectionTests {
       .whenSettled { result in
         if case .failure(let error) = result { observed.value = error }
       }
-      .then { $0 }
+      .map { $0 }
     #expect(isSame(await rejectionError(of: chain), as: error))
     #expect(isSame(observed.value, as: error))
   }
 
   @Test func aThrowingThenRejectsWithWhatItThrew() async {
     let error = IdentifiedError()
-    let chain = Promise(1).then { _ -> Int in throw error }
+    let chain = Promise(1).map { _ -> Int in throw error }
     #expect(isSame(await rejectionError(of: chain), as: error))
   }
 
@@ -110,7 +110,7 @@ struct Rule4RejectionTests {
   @Test func aRecoveredChainContinuesWithThen() async throws {
     let chain = Promise<Int>(error: CoreTestError.first)
       .recover { _ in 1 }
-      .then { $0 + 1 }
+      .map { $0 + 1 }
     #expect(try await chain.value == 2)
   }
 
@@ -118,9 +118,9 @@ struct Rule4RejectionTests {
     let error = IdentifiedError()
     let ranAfter = Guarded(false)
     let chain = Promise(1)
-      .then { $0 + 1 }
-      .then { _ -> Int in throw error }
-      .then { value -> Int in
+      .map { $0 + 1 }
+      .map { _ -> Int in throw error }
+      .map { value -> Int in
         ranAfter.value = true
         return value
       }
@@ -135,7 +135,7 @@ struct Rule4RejectionTests {
     let error = IdentifiedError()
     let received = Guarded<(any Error)?>(nil)
     let chain = Promise(1)
-      .then { _ -> Int in throw error }
+      .map { _ -> Int in throw error }
       .recover(on: queue) { error -> Int in
         checker.verify(queue)
         received.value = error

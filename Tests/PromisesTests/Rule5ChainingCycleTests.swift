@@ -74,7 +74,7 @@ struct Rule5ChainingCycleTests {
     // q = p.then { _ in q.then { $0 } }
     let (source, resolver) = Promise<Int>.pending()
     let box = Guarded<Promise<Int>?>(nil)
-    let promise: Promise<Int> = source.then { _ in box.value!.then { $0 } }
+    let promise: Promise<Int> = source.then { _ in box.value!.map { $0 } }
     box.value = promise
     resolver.fulfill(1)
     #expect(isChainingCycle(await boundedRejection(of: promise)))
@@ -84,7 +84,7 @@ struct Rule5ChainingCycleTests {
     let (source, resolver) = Promise<Int>.pending()
     let box = Guarded<Promise<Int>?>(nil)
     let promise: Promise<Int> = source.then { _ in
-      box.value!.then { $0 + 1 }.recover { _ in 0 }.then { value in Promise(value) }.always {}
+      box.value!.map { $0 + 1 }.recover { _ in 0 }.then { value in Promise(value) }.always {}
     }
     box.value = promise
     resolver.fulfill(1)
@@ -111,7 +111,7 @@ struct Rule5ChainingCycleTests {
     // aggregate. Nothing else can ever settle q, so it must not hang.
     let (source, resolver) = Promise<Int>.pending()
     let box = Guarded<Promise<Int>?>(nil)
-    let promise: Promise<Int> = source.then { _ in Promise.all([box.value!]).then { $0[0] } }
+    let promise: Promise<Int> = source.then { _ in Promise.all([box.value!]).map { $0[0] } }
     box.value = promise
     resolver.fulfill(1)
     let error = await boundedRejection(of: promise, seconds: 5)
@@ -124,7 +124,7 @@ struct Rule5ChainingCycleTests {
     let box = Guarded<Promise<Int>?>(nil)
     let promise: Promise<Int> = source.then { _ in
       var end = box.value!
-      for _ in 0..<20_000 { end = end.then { $0 } }
+      for _ in 0..<20_000 { end = end.map { $0 } }
       return end
     }
     box.value = promise
@@ -156,7 +156,7 @@ struct Rule5ChainingCycleTests {
         resolver.fulfill(1)
       }
       #expect(ranInside.value, "the body runs before the initializer returns")
-      return promise.then { value -> Int in
+      return promise.map { value -> Int in
         probe.callbackRan()
         return value
       }
@@ -205,7 +205,7 @@ struct ChainingCycleCostTests {
     // q's downstream is 1,000 links long, and so is the walk upstream from their end.
     let (source, resolver) = Promise<Int>.pending()
     var end = source
-    for _ in 0..<1_000 { end = end.then { $0 } }
+    for _ in 0..<1_000 { end = end.map { $0 } }
     let up = _PromiseNode.adoptionClosesCycle(adopter: source, inner: end)
     #expect(up.closesCycle)
     #expect(up.rounds <= 1_001)
@@ -219,7 +219,7 @@ struct ChainingCycleCostTests {
     let (source, resolver) = Promise<Int>.pending()
     let box = Guarded<Promise<Int>?>(nil)
     let promise: Promise<Int> = source.then { _ in
-      Promise.race([box.value!.then { $0 }.timeout(.seconds(60))])
+      Promise.race([box.value!.map { $0 }.timeout(.seconds(60))])
     }
     box.value = promise
     resolver.fulfill(1)

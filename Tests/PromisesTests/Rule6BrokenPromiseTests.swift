@@ -27,7 +27,7 @@ struct Rule6BrokenPromiseTests {
     let line = #line + 1
     let (head, box) = pendingWithResolverInABox()
     let site = CreationSite(fileID: #fileID, line: line)
-    let first = head.then { $0 + 1 }
+    let first = head.map { $0 + 1 }
     let second = first.then { value in Promise(value * 2) }
     let third = second.always {}
     #expect(box.value?.isPending == true)
@@ -42,7 +42,7 @@ struct Rule6BrokenPromiseTests {
   @Test func aBrokenPromiseNamesThisFileAndLineAsItsCreationSite() async {
     let line = #line + 1
     let (promise, box) = pendingWithResolverInABox()
-    let chain = promise.then { $0 }
+    let chain = promise.map { $0 }
     box.value = nil
     let error = await rejectionError(of: chain)
     let site = brokenSite(error)
@@ -60,13 +60,13 @@ struct Rule6BrokenPromiseTests {
   }
 
   @Test func aChainOnABodyThatDropsTheResolverIsRejectedToo() async {
-    let chain = Promise<Int> { _ in }.then { $0 + 1 }.then { $0 * 2 }
+    let chain = Promise<Int> { _ in }.map { $0 + 1 }.map { $0 * 2 }
     #expect(brokenSite(await rejectionError(of: chain)) != nil)
   }
 
   @Test func aResolverReleasedOnAnotherThreadBreaksThePromise() async {
     let (promise, box) = pendingWithResolverInABox()
-    let chain = promise.then { $0 }
+    let chain = promise.map { $0 }
     DispatchQueue.global().async { box.value = nil }
     #expect(brokenSite(await rejectionError(of: chain)) != nil)
   }
@@ -75,9 +75,9 @@ struct Rule6BrokenPromiseTests {
     let (gate, gateResolver) = Promise<Void>.pending()
     let promise = Promise<Int> { resolver in
       // The work keeps the resolver until the gate opens, then fulfils.
-      _ = gate.then { resolver.fulfill(8) }
+      _ = gate.map { resolver.fulfill(8) }
     }
-    let chain = promise.then { $0 + 1 }
+    let chain = promise.map { $0 + 1 }
     #expect(promise.isPending)
     gateResolver.fulfill()
     #expect(try await chain.value == 9)
@@ -87,7 +87,7 @@ struct Rule6BrokenPromiseTests {
     let (inner, box) = pendingWithResolverInABox()
     let innerSite = inner.creationSite
     let outer = Promise(1).then { _ in inner }
-    let done = outer.then { $0 }
+    let done = outer.map { $0 }
     // Release the inner resolver once the outer promise has adopted `inner`.
     await yieldUntil { callbacksWaiting(on: inner) == 1 }
     box.value = nil

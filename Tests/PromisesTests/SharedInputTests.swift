@@ -21,7 +21,7 @@ struct SharedInputTests {
     /// Starts observing `shared`; returns once the observer is registered on it.
     func observe(_ shared: Promise<Int>, queue: DispatchQueue) async -> Promise<Int> {
       switch self {
-      case .then: return shared.then(on: queue) { $0 }
+      case .then: return shared.map(on: queue) { $0 }
       case .thenReturningPromise: return shared.then(on: queue) { Promise($0) }
       case .recover: return shared.recover(on: queue) { _ in 0 }
       case .recoverReturningPromise: return shared.recover(on: queue) { _ in Promise(0) }
@@ -29,10 +29,10 @@ struct SharedInputTests {
       case .always: return shared.always(on: queue) {}
       case .whenSettled: return shared.whenSettled(on: queue) { _ in }
       case .validate: return shared.validate(on: queue) { _ in true }
-      case .asVoid: return shared.asVoid(on: queue).then(on: queue) { 1 }
-      case .all: return Promise.all([shared]).then(on: queue) { $0[0] }
-      case .allOfDifferentTypes: return Promise.all(shared, Promise("x")).then(on: queue) { $0.0 }
-      case .allSettled: return Promise.allSettled([shared]).then(on: queue) { try $0[0].get() }
+      case .asVoid: return shared.asVoid(on: queue).map(on: queue) { 1 }
+      case .all: return Promise.all([shared]).map(on: queue) { $0[0] }
+      case .allOfDifferentTypes: return Promise.all(shared, Promise("x")).map(on: queue) { $0.0 }
+      case .allSettled: return Promise.allSettled([shared]).map(on: queue) { try $0[0].get() }
       case .race: return Promise.race([shared])
       case .any: return Promise.any([shared])
       case .timeout: return shared.timeout(.seconds(60))
@@ -44,7 +44,7 @@ struct SharedInputTests {
       case .fanOut:
         let result = Promise<Int>.map(on: queue, [0], maxConcurrent: 1) { _ in shared }
         await drainQueue(queue)
-        return result.then(on: queue) { $0[0] }
+        return result.map(on: queue) { $0[0] }
       case .awaitValue:
         let (observed, resolver) = Promise<Int>.pending()
         Task { resolver.resolve(await settledOutcome(of: shared)) }
@@ -68,7 +68,7 @@ struct SharedInputTests {
     let observed = await observer.observe(shared, queue: queue)
 
     // Another branch on the same input gives up.
-    shared.then(on: queue) { $0 }.cancel()
+    shared.map(on: queue) { $0 }.cancel()
 
     #expect(shared.isPending, "the shared input was cancelled while \(observer) still waits on it")
     #expect(!workCancelled.value)
@@ -83,7 +83,7 @@ struct SharedInputTests {
     let workCancelled = Guarded(false)
     resolver.onCancel { workCancelled.value = true }
     let observed = await observer.observe(shared, queue: DispatchQueue(label: "tests.shared-input"))
-    let branch = shared.then { $0 }
+    let branch = shared.map { $0 }
     observed.cancel()
     #expect(shared.isPending, "the branch still waits")
     branch.cancel()
@@ -95,7 +95,7 @@ struct SharedInputTests {
     // A shared promise that stays pending, given many races, `any`s and timeouts that end
     // without it, must not pile up their nodes.
     let (shared, resolver) = Promise<Int>.pending()
-    let keep = shared.then { $0 }
+    let keep = shared.map { $0 }
     for _ in 0..<100 {
       #expect(try await Promise.race([shared, Promise(1)]).value == 1)
       #expect(try await Promise.any([shared, Promise(2)]).value == 2)

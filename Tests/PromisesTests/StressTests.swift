@@ -12,12 +12,12 @@ struct StressTests {
     let queue = DispatchQueue(label: "tests.stress.fulfil", attributes: .concurrent)
     for _ in 0..<100 {
       let (promise, resolver) = Promise<Int>.pending()
-      let before = (0..<4).map { _ in promise.then(on: queue) { $0 } }
+      let before = (0..<4).map { _ in promise.map(on: queue) { $0 } }
       let during = Guarded<[Promise<Int>]>([])
       let finished = runOnThreads(4) { thread in
-        during.withLock { $0.append(promise.then(on: queue) { $0 }) }
+        during.withLock { $0.append(promise.map(on: queue) { $0 }) }
         resolver.fulfill(thread)
-        during.withLock { $0.append(promise.then(on: queue) { $0 }) }
+        during.withLock { $0.append(promise.map(on: queue) { $0 }) }
       }
       #expect(finished)
       let winner = try await promise.value
@@ -31,7 +31,7 @@ struct StressTests {
   @Test func fulfilAndRejectRacingSettleOnce() async throws {
     for round in 0..<100 {
       let (promise, resolver) = Promise<Int>.pending()
-      let observers = (0..<3).map { _ in promise.then { $0 } }
+      let observers = (0..<3).map { _ in promise.map { $0 } }
       let finished = runOnThreads(4) { thread in
         switch thread {
         case 0: resolver.fulfill(round)
@@ -77,7 +77,7 @@ struct StressTests {
     for round in 0..<200 {
       let (source, resolver) = Promise<Int>.pending()
       let runs = Guarded(0)
-      let link = source.then(on: queue) { value -> Int in
+      let link = source.map(on: queue) { value -> Int in
         runs.increment()
         return value
       }
@@ -117,7 +117,7 @@ struct StressTests {
       for step in 0..<perThread {
         let slot = thread * perThread + step
         group.enter()
-        _ = promise.then(on: queue) { _ in
+        _ = promise.map(on: queue) { _ in
           runs.withLock { $0[slot] += 1 }
           group.leave()
         }
@@ -166,8 +166,8 @@ struct StressTests {
     let finished = runOnThreads(4) { thread in
       let queue = DispatchQueue(label: "tests.stress.chain.\(thread)")
       var link = Promise(thread)
-      for _ in 0..<2_000 { link = link.then(on: queue) { $0 + 1 } }
-      results.withLock { $0.append(link.then { $0 * 10 + thread }) }
+      for _ in 0..<2_000 { link = link.map(on: queue) { $0 + 1 } }
+      results.withLock { $0.append(link.map { $0 * 10 + thread }) }
     }
     #expect(finished)
     let values = try await Promise.all(results.value).value.sorted()
@@ -178,11 +178,11 @@ struct StressTests {
     // Half the workers register links and cancel them at once, half register and keep them;
     // the source then settles. Kept links see the value, cancelled ones are cancelled.
     let (source, resolver) = Promise<Int>.pending()
-    let keeper = source.then { $0 }
+    let keeper = source.map { $0 }
     let kept = Guarded<[Promise<Int>]>([])
     let cancelled = Guarded<[Promise<Int>]>([])
     DispatchQueue.concurrentPerform(iterations: 1_000) { index in
-      let link = source.then { $0 + index }
+      let link = source.map { $0 + index }
       if index.isMultiple(of: 2) {
         link.cancel()
         cancelled.withLock { $0.append(link) }

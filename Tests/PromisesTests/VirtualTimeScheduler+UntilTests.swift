@@ -50,7 +50,7 @@ struct VirtualTimeSchedulerUntilTests {
     let queue = DispatchQueue(label: "tests.until.callbacks")
     let result = Promise.after(.seconds(1), scheduler: clock)
       .then(on: queue) { Promise.after(.seconds(2), scheduler: clock) }
-      .then(on: queue) { 7 }
+      .map(on: queue) { 7 }
     #expect(try await clock.advance(until: result, letting: [queue]) == 7)
     #expect(clock.now == .seconds(3))
   }
@@ -94,7 +94,7 @@ struct VirtualTimeSchedulerUntilTests {
   @Test func workScheduledLaterFromAnotherThreadIsPickedUp() async throws {
     let clock = VirtualTimeScheduler()
     let (start, resolver) = Promise<Void>.pending()
-    let result = start.then { Promise.after(.seconds(5), scheduler: clock) }.then { "done" }
+    let result = start.then { Promise.after(.seconds(5), scheduler: clock) }.map { "done" }
     Thread { resolver.fulfill() }.start()
     #expect(try await clock.advance(until: result) == "done")
   }

@@ -37,7 +37,7 @@ struct AsyncAwaitExamples {
   @Test func promiseFromAsyncCode() async throws {
     // snippet.async-promise-from-async
     let header = Promise { try await fetchToken(deviceID: "A1B2") }
-      .then { token in "Bearer \(token)" }
+      .map { token in "Bearer \(token)" }
     // snippet.hide
     #expect(try await header.value == "Bearer token-for-A1B2")
     // snippet.end
@@ -69,9 +69,9 @@ struct AsyncAwaitExamples {
     let print = output.print
     // snippet.show
     let (config, resolver) = Promise<[String: Int]>.pending()
-    let fps = config.then { config in config["fps"] ?? 25 }
+    let fps = config.map { config in config["fps"] ?? 25 }
 
-    let task = Task { try await config.then { $0 }.value }
+    let task = Task { try await config.map { $0 }.value }
     task.cancel()  // cancels only the promise the task awaits
 
     resolver.fulfill(["fps": 30])

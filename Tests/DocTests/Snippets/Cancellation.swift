@@ -31,7 +31,7 @@ struct CancellationExamples {
     let (download, resolver) = Promise<[String: Int]>.pending()
     resolver.onCancel { print("download cancelled") }
 
-    let bitrate = download.then { config in config["bitrate"] ?? 1_000 }
+    let bitrate = download.map { config in config["bitrate"] ?? 1_000 }
     bitrate.cancel()  // prints "download cancelled"
     // snippet.hide
     #expect(output.lines == ["download cancelled"])
@@ -46,8 +46,8 @@ struct CancellationExamples {
     let print = output.print
     // snippet.show
     let (download, resolver) = Promise<[String: Int]>.pending()
-    let fps = download.then { config in config["fps"] ?? 25 }
-    let bitrate = download.then { config in config["bitrate"] ?? 1_000 }
+    let fps = download.map { config in config["fps"] ?? 25 }
+    let bitrate = download.map { config in config["bitrate"] ?? 1_000 }
 
     bitrate.cancel()  // `download` goes on: `fps` still waits for it
     resolver.fulfill(["fps": 30, "bitrate": 2_500])
@@ -122,7 +122,7 @@ struct CancellationExamples {
     let print = output.print
     // snippet.show
     let (bitrate, resolver) = Promise<Int>.pending()
-    let kilobytes = bitrate.then { bitrate in bitrate / 8 }
+    let kilobytes = bitrate.map { bitrate in bitrate / 8 }
 
     print(bitrate.debugDescription)
     // prints "Promise<Int>(pending, 1 callback waiting, created at DocTests/Cancellation.swift:…)"

@@ -7,8 +7,8 @@ struct ChainingExamples {
   @Test func thenTransformsTheValue() async throws {
     // snippet.chaining-then-value
     let fps = Promise(["bitrate": 2_500, "fps": 30])
-      .then { config in config["fps"] ?? 25 }
-      .then { fps in Double(fps) }
+      .map { config in config["fps"] ?? 25 }
+      .map { fps in Double(fps) }
     // snippet.hide
     #expect(try await fps.value == 30)
     // snippet.end
@@ -32,11 +32,11 @@ struct ChainingExamples {
     enum ConfigError: Error { case missingBitrate }
 
     let applied = Promise(["fps": 30])
-      .then { config -> Int in
+      .map { config -> Int in
         guard let bitrate = config["bitrate"] else { throw ConfigError.missingBitrate }
         return bitrate
       }
-      .then { bitrate in print("bitrate \(bitrate)") }  // skipped
+      .done { bitrate in print("bitrate \(bitrate)") }  // skipped
       .catch { error in print("no config: \(error)") }
     // prints "no config: missingBitrate"
     // snippet.hide
@@ -133,7 +133,7 @@ struct ChainingExamples {
   @Test func throwingStepRejects() async throws {
     // snippet.chaining-throwing-body
     let port = Promise("80a")
-      .then { text in
+      .map { text in
         guard let port = Int(text) else { throw ServiceError.notFound }
         return port
       }

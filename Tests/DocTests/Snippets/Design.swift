@@ -25,7 +25,7 @@ struct DesignExamples {
     // snippet.design-long-chain
     var chain = Promise(0)
     for _ in 0..<100_000 {
-      chain = chain.then { $0 + 1 }
+      chain = chain.map { $0 + 1 }
     }
     let total = try await chain.value  // 100000, on a flat stack
     // snippet.hide

@@ -26,8 +26,8 @@ struct GettingStartedExamples {
     let (deviceID, resolver) = Promise<String>.pending()
 
     deviceID
-      .then { id in "token-for-\(id)" }
-      .then { token in print("got \(token)") }
+      .map { id in "token-for-\(id)" }
+      .done { token in print("got \(token)") }
       .catch { error in print("failed: \(error)") }
 
     resolver.fulfill("A1B2")
@@ -45,7 +45,7 @@ struct GettingStartedExamples {
     // snippet.show
     let bitrate = register(deviceID: "A1B2")
       .then { token in fetchConfig(token: token) }
-      .then { config in config["bitrate"] ?? 1_000 }
+      .map { config in config["bitrate"] ?? 1_000 }
 
     print(try await bitrate.value)  // prints "2500"
     // snippet.hide

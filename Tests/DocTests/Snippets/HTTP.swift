@@ -181,7 +181,7 @@ struct HTTPExamples {
     let authenticator = TokenAuthenticator {
       tokens.post("device/register", json: Registration(deviceID: "A1B2"))
         .decode(Token.self)
-        .then { token in token.value }
+        .map { token in token.value }
     }
     let api = HTTPClient(baseURL: configServer, configuration: .init(authenticator: authenticator))
 

@@ -76,7 +76,7 @@ func fetchConfig(deviceID: String) -> Promise<[String: Int]> {
 
   func recordButtonPressed() {
     fetchConfig(deviceID: deviceID)
-      .then(on: .main) { config in
+      .done(on: .main) { config in
         MainActor.assumeIsolated {
           self.recorder.apply(config)  // runs once the delegate has delivered the config
           self.recorder.start()
@@ -148,7 +148,7 @@ struct MigratingFromDelegatesExamples {
     // snippet.show
     let ui = DispatchQueue(label: "ui")
     let (config, resolver) = Promise<[String: Int]>.pending()
-    let fps = config.then(on: ui) { config in config["fps"] ?? 25 }
+    let fps = config.map(on: ui) { config in config["fps"] ?? 25 }
 
     ui.async {
       do {

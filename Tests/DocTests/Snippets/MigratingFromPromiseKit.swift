@@ -12,8 +12,8 @@ struct MigratingFromPromiseKitExamples {
     // snippet.show
     loadConfig(from: "primary")
       .recover { _ in loadConfig(from: "backup") }
-      .then { config in config["fps"] ?? 25 }
-      .then(on: .main) { fps in print("fps \(fps)") }
+      .map { config in config["fps"] ?? 25 }
+      .done(on: .main) { fps in print("fps \(fps)") }
       .always { print("finished") }
       .catch { error in print("failed: \(error)") }
     // prints "fps 30", then "finished"
@@ -25,7 +25,7 @@ struct MigratingFromPromiseKitExamples {
   @Test func guaranteeIsAPromise() async throws {
     // snippet.promisekit-guarantee
     let fps = loadConfig(from: "primary")
-      .then { config in config["fps"] ?? 25 }
+      .map { config in config["fps"] ?? 25 }
       .recover { _ in 25 }  // never rejected from here on: what PromiseKit calls a Guarantee
     // snippet.hide
     #expect(try await fps.value == 25)

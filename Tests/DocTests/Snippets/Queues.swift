@@ -15,7 +15,7 @@ struct QueuesExamples {
     let recorderQueue = DispatchQueue(label: "recorder")
 
     let bitrate = loadConfig(from: "backup")
-      .then(on: recorderQueue) { config in
+      .map(on: recorderQueue) { config in
         dispatchPrecondition(condition: .onQueue(recorderQueue))
         return config["bitrate"] ?? 1_000
       }
@@ -80,7 +80,7 @@ struct QueuesExamples {
     let screen = RecorderScreen()
     // snippet.show
     let shown = loadConfig(from: "backup")
-      .then(on: .main) { config in
+      .done(on: .main) { config in
         MainActor.assumeIsolated {
           screen.status = "recording at \(config["bitrate"] ?? 0) kbit/s"
         }
@@ -106,7 +106,7 @@ struct QueuesDefaultSettingExamples {
       let mainQueue = DispatchSpecificKey<Int>()
       DispatchQueue.main.setSpecific(key: mainQueue, value: 1)
       applicationDidFinishLaunching()
-      let onMain = Promise(1).then { _ in
+      let onMain = Promise(1).map { _ in
         dispatchPrecondition(condition: .onQueue(.main))
         return (DispatchQueue.getSpecific(key: mainQueue), Thread.isMainThread)
       }
