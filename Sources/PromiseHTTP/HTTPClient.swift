@@ -18,6 +18,9 @@ import Promises
 /// - one list of sensitive headers (`sensitiveHeaders`: `Authorization`, `Cookie`, `X-Api-Key`,
 ///   …) whose values are redacted from errors and descriptions, and which are removed on a
 ///   redirect to another scheme, host or port;
+/// - one list of secret query parameters, JSON members and form fields
+///   (`sensitiveQueryParameters`: `access_token`, `X-Amz-Signature`, `password`, …) whose values
+///   are redacted from the URLs and body excerpts of errors, descriptions and log lines;
 /// - a redirect policy (`redirectPolicy`: follow at most 10, or none and answer with the 3xx),
 ///   loop detection, and no redirect to a scheme other than `http` or `https` (`file:`, `data:`);
 /// - header fields with CR, LF or other control bytes refused before anything is sent;
