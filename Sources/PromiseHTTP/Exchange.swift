@@ -35,6 +35,9 @@ final class Exchange: @unchecked Sendable {
   let maximumBodySize: Int
   let redirectPolicy: RedirectPolicy
   let sensitiveHeaders: HeaderNameSet
+  let sensitiveParameters: ParameterNameSet
+  /// `requestURL` without user-info and secret query values: the URL of the exchange's errors.
+  let errorURL: URL
   private var visited: [URL]
   private var response: HTTPURLResponse?
   private var body = Data()
@@ -46,7 +49,7 @@ final class Exchange: @unchecked Sendable {
 
   init(
     task: URLSessionDataTask, request: URLRequest, requestURL: URL, maximumBodySize: Int,
-    redirectPolicy: RedirectPolicy, sensitiveHeaders: HeaderNameSet,
+    redirectPolicy: RedirectPolicy, sensitiveHeaders: HeaderNameSet, sensitiveParameters: ParameterNameSet,
     startTask: @escaping @Sendable (URLRequest, Exchange) -> URLSessionDataTask,
     completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) {
@@ -57,6 +60,8 @@ final class Exchange: @unchecked Sendable {
     self.maximumBodySize = maximumBodySize
     self.redirectPolicy = redirectPolicy
     self.sensitiveHeaders = sensitiveHeaders
+    self.sensitiveParameters = sensitiveParameters
+    self.errorURL = Redaction.url(requestURL, redacting: sensitiveParameters)
     self.visited = [requestURL]
     self.completion = completion
   }
@@ -94,7 +99,7 @@ final class Exchange: @unchecked Sendable {
   /// Records the response head; refuses a declared, uncompressed length above the limit.
   func receive(_ response: URLResponse) -> URLSession.ResponseDisposition {
     guard let http = response as? HTTPURLResponse else {
-      fail(.transportFailure(URLError(.badServerResponse), url: requestURL), cancellingTask: false)
+      fail(.transportFailure(URLError(.badServerResponse), url: errorURL), cancellingTask: false)
       return .cancel
     }
     let encoded =
@@ -105,7 +110,7 @@ final class Exchange: @unchecked Sendable {
     // The 3xx of a hop the exchange follows itself is not the answer: its size does not count.
     let hasBody = task.originalRequest?.httpMethod != "HEAD" && !followingHop
     if hasBody, !encoded, http.expectedContentLength > Int64(maximumBodySize) {
-      fail(.tooLarge(limit: maximumBodySize, url: requestURL), cancellingTask: false)
+      fail(.tooLarge(limit: maximumBodySize, url: errorURL), cancellingTask: false)
       return .cancel
     }
     lock.lock()
@@ -126,7 +131,7 @@ final class Exchange: @unchecked Sendable {
     let tooLarge = body.count + data.count > maximumBodySize
     if !tooLarge { body.append(data) }
     lock.unlock()
-    if tooLarge { fail(.tooLarge(limit: maximumBodySize, url: requestURL)) }
+    if tooLarge { fail(.tooLarge(limit: maximumBodySize, url: errorURL)) }
   }
 
   /// Decides a redirect hop and gives FoundationNetworking the answer through `answer`: the
@@ -175,11 +180,11 @@ final class Exchange: @unchecked Sendable {
     case .follow, .deliver:
       break
     case .tooManyRedirects(let limit):
-      fail(.tooManyRedirects(limit: limit, url: requestURL), cancellingTask: false)
+      fail(.tooManyRedirects(limit: limit, url: errorURL), cancellingTask: false)
     case .unsupportedScheme(let scheme):
       fail(
         .invalidRequest(
-          "the redirect from \(Redaction.text(requestURL)) to the unsupported scheme '\(scheme)' was not followed"
+          "the redirect from \(Redaction.text(errorURL)) to the unsupported scheme '\(scheme)' was not followed"
         ),
         cancellingTask: false)
     }
@@ -240,10 +245,11 @@ final class Exchange: @unchecked Sendable {
     if let response, urlError == nil || (refusedChallenge && urlError?.code == .cancelled) {
       completion(
         .success(
-          Self.makeResponse(response, body: body, requestURL: requestURL, sensitiveHeaders: sensitiveHeaders))
-      )
+          Self.makeResponse(
+            response, body: body, requestURL: requestURL, sensitiveHeaders: sensitiveHeaders,
+            sensitiveParameters: sensitiveParameters)))
     } else {
-      completion(.failure(.transportFailure(urlError ?? URLError(.badServerResponse), url: requestURL)))
+      completion(.failure(.transportFailure(urlError ?? URLError(.badServerResponse), url: errorURL)))
     }
   }
 
@@ -263,16 +269,19 @@ final class Exchange: @unchecked Sendable {
     if cancelledMeanwhile { task.cancel() }
   }
 
-  /// Returns the response, whose headers' descriptions redact `sensitiveHeaders`.
+  /// Returns the response, whose descriptions redact `sensitiveHeaders` and `sensitiveParameters`.
   static func makeResponse(
-    _ response: HTTPURLResponse, body: Data, requestURL: URL, sensitiveHeaders: HeaderNameSet
+    _ response: HTTPURLResponse, body: Data, requestURL: URL, sensitiveHeaders: HeaderNameSet,
+    sensitiveParameters: ParameterNameSet
   ) -> HTTPResponse {
-    var headers = HTTPHeaders().redacting(sensitiveHeaders)
+    var headers = HTTPHeaders().redacting(sensitiveHeaders, parameters: sensitiveParameters)
     for (name, value) in response.allHeaderFields {
       headers.add(name: "\(name.base)", value: "\(value)")
     }
-    return HTTPResponse(
+    var made = HTTPResponse(
       statusCode: response.statusCode, headers: headers, body: body, requestURL: requestURL,
       url: response.url ?? requestURL)
+    made.sensitiveParameters = sensitiveParameters
+    return made
   }
 }

@@ -50,6 +50,13 @@ extension HTTPClient {
     ///
     /// `Authorization`, `Proxy-Authorization` and `Cookie` are always treated as sensitive.
     public var sensitiveHeaders: Set<String>
+    /// The query parameters, JSON members and form fields whose values are credentials,
+    /// redacted from errors, descriptions and `dump`; `HTTPClient.defaultSensitiveQueryParameters`.
+    ///
+    /// Names match case-insensitively and word by word (`signature` matches `X-Amz-Signature`).
+    /// An `HTTPError` made by the client keeps its URL and body excerpt redacted by this list;
+    /// its description redacts by the default list too, as an error does not know its client.
+    public var sensitiveQueryParameters: Set<String>
     /// The statuses that fulfil a request's promise; 200–299.
     public var acceptableStatusCodes: Range<Int>
     /// Attaches a token to each request to the base URL's origin and refreshes it once on a 401.
@@ -84,6 +91,7 @@ extension HTTPClient {
     ///   - maximumResponseSize: The body size limit after decompression; 4 MiB.
     ///   - redirectPolicy: Follow at most 10 redirects (`RedirectPolicy.default`), or none.
     ///   - sensitiveHeaders: The headers redacted and kept from other origins.
+    ///   - sensitiveQueryParameters: The query parameters, JSON members and form fields redacted.
     ///   - acceptableStatusCodes: The statuses that fulfil; 200–299.
     ///   - authenticator: Attaches a token to each request and refreshes it on a 401.
     ///   - interceptors: Steps of your own, in order; none by default.
@@ -97,6 +105,7 @@ extension HTTPClient {
       maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
       redirectPolicy: RedirectPolicy = .default,
       sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
+      sensitiveQueryParameters: Set<String> = HTTPClient.defaultSensitiveQueryParameters,
       acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil,
       interceptors: [any HTTPInterceptor] = [], scheduler: any PromiseScheduler = PromiseSchedulers.default
     ) {
@@ -110,6 +119,7 @@ extension HTTPClient {
       self.maximumResponseSize = maximumResponseSize
       self.redirectPolicy = redirectPolicy
       self.sensitiveHeaders = sensitiveHeaders
+      self.sensitiveQueryParameters = sensitiveQueryParameters
       self.acceptableStatusCodes = acceptableStatusCodes
       self.authenticator = authenticator
       self.interceptors = interceptors

@@ -18,6 +18,9 @@ import Promises
 /// - one list of sensitive headers (`sensitiveHeaders`: `Authorization`, `Cookie`, `X-Api-Key`,
 ///   …) whose values are redacted from errors and descriptions, and which are removed on a
 ///   redirect to another scheme, host or port;
+/// - one list of secret query parameters, JSON members and form fields
+///   (`sensitiveQueryParameters`: `access_token`, `X-Amz-Signature`, `password`, …) whose values
+///   are redacted from the URLs and body excerpts of errors, descriptions and log lines;
 /// - a redirect policy (`redirectPolicy`: follow at most 10, or none and answer with the 3xx),
 ///   loop detection, and no redirect to a scheme other than `http` or `https` (`file:`, `data:`);
 /// - header fields with CR, LF or other control bytes refused before anything is sent;
@@ -80,6 +83,13 @@ public final class HTTPClient: Sendable {
   /// `Cookie` are always in it, whatever the client was given.
   public let sensitiveHeaders: Set<String>
   private let sensitiveNames: HeaderNameSet
+  /// The query parameters, JSON members and form fields whose values are credentials: redacted
+  /// from the URLs and body excerpts of errors, descriptions and `dump`.
+  ///
+  /// Names match case-insensitively, and also by their words: `signature` matches
+  /// `X-Amz-Signature`, `token` matches `oauth_token` and `accessToken`.
+  public var sensitiveQueryParameters: Set<String> { configuration.sensitiveQueryParameters }
+  private let sensitiveParameters: ParameterNameSet
   /// The statuses that fulfil a request's promise; others reject with `unacceptableStatus`.
   public var acceptableStatusCodes: Range<Int> { configuration.acceptableStatusCodes }
   /// Attaches and refreshes tokens, if set.
@@ -109,6 +119,23 @@ public final class HTTPClient: Sendable {
   /// `HTTPClient.defaultSensitiveHeaders.union(["X-Session-Token"])`.
   public static let defaultSensitiveHeaders: Set<String> = [
     "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key",
+  ]
+
+  /// The names of query parameters, JSON members and form fields whose values are redacted:
+  /// `access_token`, `refresh_token`, `id_token`, `token`, `api_key`, `apikey`, `key`,
+  /// `password`, `passwd`, `pwd`, `secret`, `client_secret`, `signature`, `sig`, `code`,
+  /// `session`, `auth`, `authorization`, `credential`, `credentials`, `jwt`, `assertion`.
+  ///
+  /// OAuth 2.0's tokens, codes and client secrets (RFC 6749), the keys and signatures of signed
+  /// URLs (`X-Amz-Signature`, `X-Goog-Signature` match `signature` word by word, and
+  /// `X-Amz-Security-Token` matches `token`), API keys and passwords. A name matches when it, or
+  /// one of its words, is in the list, in any case, so some harmless names are hidden too
+  /// (`country_code`, `sort_key`): a log loses a detail, never a secret. Change it with
+  /// `HTTPClient.defaultSensitiveQueryParameters.union(["ticket"])` or `.subtracting(["code"])`.
+  public static let defaultSensitiveQueryParameters: Set<String> = [
+    "access_token", "refresh_token", "id_token", "token", "api_key", "apikey", "key", "password", "passwd",
+    "pwd", "secret", "client_secret", "signature", "sig", "code", "session", "auth", "authorization",
+    "credential", "credentials", "jwt", "assertion",
   ]
 
   /// Returns the configuration a client uses by default: ephemeral, with no cookie storage,
@@ -144,6 +171,8 @@ public final class HTTPClient: Sendable {
     self.sensitiveHeaders = HeaderNameSet.withAlwaysSensitive(configuration.sensitiveHeaders)
     let sensitiveNames = HeaderNameSet(sensitive: configuration.sensitiveHeaders)
     self.sensitiveNames = sensitiveNames
+    let sensitiveParameters = ParameterNameSet(configuration.sensitiveQueryParameters)
+    self.sensitiveParameters = sensitiveParameters
     let session = configuration.sessionConfiguration.copy() as? URLSessionConfiguration ?? .ephemeral
     let limit = max(
       1, configuration.maximumConcurrentRequestsPerHost ?? session.httpMaximumConnectionsPerHost)
@@ -156,7 +185,8 @@ public final class HTTPClient: Sendable {
       from: session, sensitive: sensitiveNames, under: configuration.defaultHeaders)
     self.defaultHeaders = defaultHeaders
     self.builder = RequestBuilder(
-      baseURL: baseURL, defaultHeaders: defaultHeaders, sensitiveHeaders: sensitiveNames)
+      baseURL: baseURL, defaultHeaders: defaultHeaders, sensitiveHeaders: sensitiveNames,
+      sensitiveParameters: sensitiveParameters)
     self.transport = Transport(configuration: session, callbackQueue: queue)
   }
 
@@ -221,10 +251,12 @@ public final class HTTPClient: Sendable {
     let operation = RequestOperation(
       settings: RequestStateMachine.Settings(
         request: urlRequest, method: request.method, acceptable: acceptable, timeout: timeout,
-        maximumQueueWait: maximumQueueWait, deadlineAllowed: request.deadline?.allowed),
+        maximumQueueWait: maximumQueueWait, deadlineAllowed: request.deadline?.allowed,
+        sensitiveParameters: sensitiveParameters),
       deadline: request.deadline, transport: transport, chain: InterceptorChain(steps, queue: callbackQueue),
       queue: requestQueue, maximumBodySize: maximumResponseSize,
       redirectPolicy: request.redirectPolicy ?? redirectPolicy, sensitiveHeaders: sensitiveNames,
+      sensitiveParameters: sensitiveParameters,
       scheduler: configuration.scheduler, callbackQueue: callbackQueue, resolver: resolver)
     resolver.onCancel { operation.cancel() }
     operation.enqueue()
@@ -367,21 +399,25 @@ public final class HTTPClient: Sendable {
 }
 
 extension HTTPClient: CustomStringConvertible, CustomReflectable {
-  /// The base URL (without user-info) and the main settings; never a credential.
+  /// The base URL (without user-info or secret query values) and the main settings; never a
+  /// credential.
   public var description: String {
-    "HTTPClient(\(Redaction.text(baseURL)), timeout: \(timeout), maximumResponseSize: \(maximumResponseSize))"
+    "HTTPClient(\(Redaction.text(baseURL, parameters: sensitiveParameters)), timeout: \(timeout), maximumResponseSize: \(maximumResponseSize))"
   }
 
-  /// A mirror with the base URL's user-info and credential headers redacted, for `dump`.
+  /// A mirror with the base URL's user-info, secret query values and credential headers
+  /// redacted, for `dump`.
   public var customMirror: Mirror {
     Mirror(
       self,
       children: [
-        "baseURL": Redaction.text(baseURL), "defaultHeaders": defaultHeaders.redacting(sensitiveNames),
+        "baseURL": Redaction.text(baseURL, parameters: sensitiveParameters),
+        "defaultHeaders": defaultHeaders.redacting(sensitiveNames, parameters: sensitiveParameters),
         "timeout": timeout, "maximumConcurrentRequestsPerHost": maximumConcurrentRequestsPerHost,
         "maximumQueueWait": maximumQueueWait, "maximumResponseSize": maximumResponseSize,
         "redirectPolicy": redirectPolicy,
         "sensitiveHeaders": sensitiveHeaders.sorted(),
+        "sensitiveQueryParameters": sensitiveQueryParameters.sorted(),
         "acceptableStatusCodes": acceptableStatusCodes, "authenticator": authenticator as Any,
       ], displayStyle: .class)
   }

@@ -7,10 +7,17 @@ import Foundation
 /// Every error an `HTTPClient` request can end with, each case carrying what went wrong.
 ///
 /// Match a case with `catch HTTPError.timedOut` or `if case .unacceptableStatus(let status, …)`.
-/// No case carries a credential: URLs are stored without user-info, the values of the client's
-/// `sensitiveHeaders` (`Authorization`, `Cookie`, `X-Api-Key`, … by default) are stored
-/// redacted, and so `description`, `String(reflecting:)` and `dump` are safe to log. Cancelling a
-/// request rejects it with Swift's `CancellationError`, not with an `HTTPError`.
+/// No case a client makes carries a credential: URLs are stored without user-info and with the
+/// values of the client's `sensitiveQueryParameters` (`access_token`, `X-Amz-Signature`, … by
+/// default) replaced by `<redacted>`, body excerpts with those of the same JSON members and form
+/// fields replaced, and the values of its `sensitiveHeaders` (`Authorization`, `Cookie`,
+/// `X-Api-Key`, …) redacted. `description`, `debugDescription`, `String(reflecting:)` and `dump`
+/// redact by the default lists again, so they are safe to log.
+///
+/// `description` (what `"\(error)"` prints) is one line for a log: the status and its reason
+/// phrase, the URL and the start of the body. `debugDescription` (what `String(reflecting:)`
+/// prints) adds the response headers and the whole excerpt. Cancelling a request rejects it
+/// with Swift's `CancellationError`, not with an `HTTPError`.
 public enum HTTPError: Error, Sendable {
   /// The connection failed: refused, reset, closed early, DNS, TLS. Carries the `URLError`.
   ///
@@ -41,6 +48,9 @@ public enum HTTPError: Error, Sendable {
   public static let excerptLimit = 512
 
   /// The request's URL, without user-info, when the error concerns one.
+  ///
+  /// In an error a client made, the values of its secret query parameters are replaced by
+  /// `<redacted>` (percent-encoded: `access_token=%3Credacted%3E`).
   public var url: URL? {
     switch self {
     case .transport(_, let url), .timedOut(let url, _), .tooLarge(_, let url), .tooManyRedirects(_, let url):
@@ -68,16 +78,24 @@ public enum HTTPError: Error, Sendable {
     .transport(TransportFailure.urlError(from: error, url: url), url: url.map(Redaction.url))
   }
 
+  /// The most characters of a body excerpt that `description` shows: 120, on one line.
+  static let descriptionExcerptLimit = 120
+
   /// Returns an unacceptable-status error for `response`, with a bounded, redacted excerpt.
   static func unacceptable(_ response: HTTPResponse) -> HTTPError {
     .unacceptableStatus(
       statusCode: response.statusCode, headers: response.headers.redacted,
-      bodyExcerpt: response.bodyExcerpt(), url: response.url)
+      bodyExcerpt: response.bodyExcerpt(), url: response.redactedURL)
   }
 }
 
-extension HTTPError: CustomStringConvertible, LocalizedError {
-  /// One sentence naming the problem and the URL, with credentials redacted.
+extension HTTPError: CustomStringConvertible, CustomDebugStringConvertible, LocalizedError, CustomReflectable
+{
+  /// One line for a log: what went wrong and the URL, with credentials redacted.
+  ///
+  /// A status error reads `HTTP status 404 (Not Found) for https://api.example.com/config?key=<redacted>:
+  /// {"error":"no such config"}`: the status, its reason phrase, the URL and the first
+  /// characters of the body; no header.
   public var description: String {
     switch self {
     case .transport(let error, let url):
@@ -86,13 +104,13 @@ extension HTTPError: CustomStringConvertible, LocalizedError {
       }
       return
         "HTTP transport error \(error.code.rawValue) (\(Self.name(of: error.code))\(message ?? "")) for \(Redaction.text(url))"
-    case .unacceptableStatus(let status, let headers, let excerpt, let url):
-      let body = excerpt.isEmpty ? "" : ", body: \(excerpt)"
-      return "HTTP status \(status) is not acceptable for \(Redaction.text(url)) (headers: \(headers)\(body))"
+    case .unacceptableStatus(let status, _, let excerpt, let url):
+      let body = Self.oneLine(excerpt, limit: Self.descriptionExcerptLimit)
+      return "\(Self.statusLine(status, url: url))\(body.isEmpty ? "" : ": \(body)")"
     case .decoding(let type, let path, let detail, let excerpt, let url):
-      let at = path.isEmpty ? "the top level" : "'\(path)'"
-      return
-        "could not decode \(type) at \(at) from the body of \(Redaction.text(url)): \(detail) (body: \(excerpt))"
+      return Self.decodingLine(
+        type: type, path: path, detail: detail,
+        body: Self.oneLine(excerpt, limit: Self.descriptionExcerptLimit), url: url)
     case .timedOut(let url, let deadline):
       return "HTTP request to \(Redaction.text(url)) timed out: its deadline of \(deadline) passed"
     case .tooLarge(let limit, let url):
@@ -108,8 +126,80 @@ extension HTTPError: CustomStringConvertible, LocalizedError {
     }
   }
 
+  /// `description` with the details a log line leaves out: a status error's response headers
+  /// and the whole body excerpt, credentials redacted.
+  public var debugDescription: String {
+    switch self {
+    case .unacceptableStatus(let status, let headers, let excerpt, let url):
+      let body = Redaction.excerpt(excerpt, limit: Self.excerptLimit)
+      return
+        "\(Self.statusLine(status, url: url)) (headers: \(headers)\(body.isEmpty ? "" : ", body: \(body)"))"
+    case .decoding(let type, let path, let detail, let excerpt, let url):
+      return Self.decodingLine(
+        type: type, path: path, detail: detail, body: Redaction.excerpt(excerpt, limit: Self.excerptLimit),
+        url: url)
+    default:
+      return description
+    }
+  }
+
   /// The same text as `description`.
   public var errorDescription: String? { description }
+
+  /// A mirror of the case's values with credentials redacted, for `dump`.
+  public var customMirror: Mirror {
+    let children: KeyValuePairs<String, Any>
+    switch self {
+    case .transport(let error, let url):
+      children = [
+        "code": error.code.rawValue,
+        "message": TransportFailure.message(of: error).map { Redaction.message($0, limit: Self.excerptLimit) }
+          ?? "",
+        "url": Redaction.text(url),
+      ]
+    case .unacceptableStatus(let status, let headers, let excerpt, let url):
+      children = [
+        "statusCode": status, "headers": headers,
+        "bodyExcerpt": Redaction.excerpt(excerpt, limit: Self.excerptLimit), "url": Redaction.text(url),
+      ]
+    case .decoding(let type, let path, let detail, let excerpt, let url):
+      children = [
+        "type": type, "codingPath": path, "detail": detail,
+        "bodyExcerpt": Redaction.excerpt(excerpt, limit: Self.excerptLimit), "url": Redaction.text(url),
+      ]
+    case .timedOut(let url, let deadline):
+      children = ["url": Redaction.text(url), "deadline": deadline]
+    case .tooLarge(let limit, let url):
+      children = ["limit": limit, "url": Redaction.text(url)]
+    case .invalidRequest(let what):
+      children = ["reason": what]
+    case .tooManyRedirects(let limit, let url):
+      children = ["limit": limit, "url": Redaction.text(url)]
+    case .queueWaitExceeded(let limit, let url):
+      children = ["limit": limit, "url": Redaction.text(url)]
+    }
+    return Mirror(self, children: children, displayStyle: .enum)
+  }
+
+  /// `HTTP status 404 (Not Found) for URL`.
+  private static func statusLine(_ status: Int, url: URL) -> String {
+    "HTTP status \(status) (\(HTTPURLResponse.localizedString(forStatusCode: status))) for \(Redaction.text(url))"
+  }
+
+  private static func decodingLine(type: String, path: String, detail: String, body: String, url: URL)
+    -> String
+  {
+    let at = path.isEmpty ? "the top level" : "'\(path)'"
+    return
+      "could not decode \(type) at \(at) from the body of \(Redaction.text(url)): \(detail) (body: \(body))"
+  }
+
+  /// `excerpt` redacted, cut to `limit` characters and on one line (runs of white space, line
+  /// breaks included, become one space).
+  private static func oneLine(_ excerpt: String, limit: Int) -> String {
+    let flat = excerpt.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+    return Redaction.excerpt(flat, limit: limit)
+  }
 
   static func name(of code: URLError.Code) -> String {
     switch code {

@@ -3,7 +3,9 @@
 /// Look a field up with `headers["content-type"]` in any case. `description`, `debugDescription`
 /// and `dump` print the values of sensitive headers as `<redacted>`: those of the client's
 /// `sensitiveHeaders` for the headers of a response it made, `HTTPClient.defaultSensitiveHeaders`
-/// otherwise. The values themselves are still there for code that reads them.
+/// otherwise. A URL in any other value (`Location: /callback?code=…`) has the values of its
+/// secret query parameters redacted (`HTTPClient.sensitiveQueryParameters`). The values
+/// themselves are still there for code that reads them.
 public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
   /// The fields, in order, with the names as they were given.
   public private(set) var fields: [(name: String, value: String)]
@@ -11,6 +13,10 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
   ///
   /// A client sets its own on the responses it makes. Not part of equality.
   var sensitiveNames: HeaderNameSet?
+  /// The query parameters redacted from URLs in values; `nil` for the default.
+  ///
+  /// Not part of equality.
+  var sensitiveParameters: ParameterNameSet?
 
   /// Creates headers from fields, in order.
   public init(_ fields: [(name: String, value: String)] = []) {
@@ -75,22 +81,33 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
     fields.makeIterator()
   }
 
-  /// Returns a copy whose credential values are replaced by `<redacted>`.
+  /// Returns a copy whose credential values are replaced by `<redacted>`, as are the values of
+  /// secret query parameters of the URLs in other values (`Location`, `Content-Location`, …).
   ///
-  /// The credentials are the client's `sensitiveHeaders` for the headers of a response it made,
-  /// `HTTPClient.defaultSensitiveHeaders` otherwise.
+  /// The credentials are the client's `sensitiveHeaders` and `sensitiveQueryParameters` for the
+  /// headers of a response it made, `HTTPClient.defaultSensitiveHeaders` and
+  /// `HTTPClient.defaultSensitiveQueryParameters` otherwise.
   public var redacted: HTTPHeaders {
     let names = sensitiveNames ?? .defaultSensitive
+    let parameters = sensitiveParameters ?? .defaultSensitive
     var copy = HTTPHeaders(
-      fields.map { (name: $0.name, value: Redaction.value($0.value, forHeader: $0.name, sensitive: names)) })
+      fields.map {
+        (
+          name: $0.name,
+          value: Redaction.value($0.value, forHeader: $0.name, sensitive: names, parameters: parameters)
+        )
+      })
     copy.sensitiveNames = sensitiveNames
+    copy.sensitiveParameters = sensitiveParameters
     return copy
   }
 
-  /// Returns a copy whose descriptions redact the values of `names`.
-  func redacting(_ names: HeaderNameSet) -> HTTPHeaders {
+  /// Returns a copy whose descriptions redact the values of `names`, and the secret query
+  /// parameters `parameters` (the default ones if `nil`) of URLs in other values.
+  func redacting(_ names: HeaderNameSet, parameters: ParameterNameSet? = nil) -> HTTPHeaders {
     var copy = self
     copy.sensitiveNames = names
+    copy.sensitiveParameters = parameters ?? sensitiveParameters
     return copy
   }
 

@@ -7,8 +7,9 @@ import Foundation
 /// A step that writes one line per event of every request, with credentials redacted.
 ///
 /// Add it to `HTTPClient.Configuration.interceptors`; give it what to do with a line
-/// (`print`, your logger). The values of `sensitiveHeaders` are written as `<redacted>` and
-/// URLs lose their user-info, so a log never carries a secret the client knows of. Lines:
+/// (`print`, your logger). The values of `sensitiveHeaders` and of the query parameters in
+/// `sensitiveQueryParameters` are written as `<redacted>` and URLs lose their user-info, so a
+/// log never carries a secret the client knows of. Lines:
 /// ```
 /// → GET http://127.0.0.1:8080/stream/config (attempt 1) Authorization: <redacted>
 /// ← 503 http://127.0.0.1:8080/stream/config (attempt 1), 0 bytes
@@ -19,7 +20,11 @@ import Foundation
 public struct HTTPLogger: HTTPInterceptor {
   /// The headers whose values are redacted; `HTTPClient.defaultSensitiveHeaders` by default.
   public let sensitiveHeaders: Set<String>
+  /// The query parameters whose values are redacted from URLs;
+  /// `HTTPClient.defaultSensitiveQueryParameters` by default.
+  public let sensitiveQueryParameters: Set<String>
   private let names: HeaderNameSet
+  private let parameters: ParameterNameSet
   private let log: @Sendable (String) -> Void
 
   /// Creates a logger that hands each line to `log`.
@@ -27,13 +32,18 @@ public struct HTTPLogger: HTTPInterceptor {
   /// - Parameters:
   ///   - sensitiveHeaders: The headers whose values are written as `<redacted>`; `Authorization`,
   ///     `Proxy-Authorization` and `Cookie` always are.
+  ///   - sensitiveQueryParameters: The query parameters whose values are written as `<redacted>`
+  ///     (names match case-insensitively and word by word, as in `HTTPClient`).
   ///   - log: Receives each line, on the client's `callbackQueue`.
   public init(
     sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
+    sensitiveQueryParameters: Set<String> = HTTPClient.defaultSensitiveQueryParameters,
     log: @escaping @Sendable (String) -> Void
   ) {
     self.sensitiveHeaders = sensitiveHeaders
+    self.sensitiveQueryParameters = sensitiveQueryParameters
     self.names = HeaderNameSet(sensitive: sensitiveHeaders)
+    self.parameters = ParameterNameSet(sensitiveQueryParameters)
     self.log = log
   }
 
@@ -47,20 +57,22 @@ public struct HTTPLogger: HTTPInterceptor {
     switch event {
     case .willSend(let request, let attempt):
       let fields = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map {
-        "\($0.key): \(Redaction.value($0.value, forHeader: $0.key, sensitive: names))"
+        "\($0.key): \(Redaction.value($0.value, forHeader: $0.key, sensitive: names, parameters: parameters))"
       }
       let method = request.httpMethod ?? "GET"
-      let head = "→ \(method) \(Redaction.text(request.url)) (attempt \(attempt.number))"
+      let head =
+        "→ \(method) \(Redaction.text(request.url, parameters: parameters)) (attempt \(attempt.number))"
       return fields.isEmpty ? head : "\(head) \(fields.joined(separator: ", "))"
     case .didReceive(let response, let attempt):
       return
-        "← \(response.statusCode) \(Redaction.text(response.url)) (attempt \(attempt.number)), \(response.body.count) bytes"
+        "← \(response.statusCode) \(Redaction.text(response.url, parameters: parameters)) (attempt \(attempt.number)), \(response.body.count) bytes"
     case .didFail(let error, let attempt):
       return "✕ attempt \(attempt.number): \(error)"
     case .willRetry(let delay, let attempt):
       return "↻ attempt \(attempt.number + 1) in \(delay)"
     case .didFinish(.success(let response)):
-      return "✓ \(response.statusCode) \(Redaction.text(response.url)), \(response.body.count) bytes"
+      return
+        "✓ \(response.statusCode) \(Redaction.text(response.url, parameters: parameters)), \(response.body.count) bytes"
     case .didFinish(.failure(let error)):
       return "✕ \(error)"
     }

@@ -91,3 +91,38 @@ public struct HTTPRequest: Sendable {
       .joined()
   }
 }
+
+extension HTTPRequest: CustomStringConvertible, CustomReflectable {
+  /// The method, path and query, headers and body size, with credentials redacted.
+  ///
+  /// The values of sensitive headers and of secret query parameters are shown as `<redacted>`
+  /// (`HTTPClient.defaultSensitiveHeaders`, `HTTPClient.defaultSensitiveQueryParameters`): a
+  /// request does not know which client will send it.
+  public var description: String {
+    let body = body.map { ", body: \($0.count) bytes" } ?? ""
+    return "HTTPRequest(\(method.rawValue) \(redactedTarget), headers: \(headers)\(body))"
+  }
+
+  /// A mirror with credentials redacted, for `dump`.
+  public var customMirror: Mirror {
+    Mirror(
+      self,
+      children: [
+        "method": method, "path": redactedTarget, "headers": headers,
+        "body": body.map { "\($0.count) bytes" } as Any, "deadline": deadline as Any,
+        "acceptableStatusCodes": acceptableStatusCodes as Any, "retryPolicy": retryPolicy as Any,
+        "redirectPolicy": redirectPolicy as Any,
+      ], displayStyle: .struct)
+  }
+
+  /// The path with the query items appended, secret values redacted.
+  private var redactedTarget: String {
+    let items = query.map {
+      PercentEncoding.encode($0.name, keeping: PercentEncoding.unreserved) + "="
+        + PercentEncoding.encode($0.value ?? "", keeping: PercentEncoding.unreserved)
+    }.joined(separator: "&")
+    let separator = path.contains("?") ? "&" : "?"
+    let target = items.isEmpty ? path : path + separator + items
+    return Redaction.reference(target, parameters: .defaultSensitive)
+  }
+}

@@ -14,7 +14,12 @@ public struct HTTPResponse: Sendable {
   /// The URL that was requested (before any redirect), without user-info.
   public let requestURL: URL
   /// The URL that answered, after redirects, without user-info.
+  ///
+  /// Its query is kept as it is, for code that reads it; descriptions and errors redact the
+  /// values of secret parameters (`HTTPClient.sensitiveQueryParameters`).
   public let url: URL
+  /// The client's secret query parameters, JSON members and form fields; `nil` for the default.
+  var sensitiveParameters: ParameterNameSet?
 
   /// Creates a response; the client does this for you, tests and adapters may too.
   public init(
@@ -32,16 +37,42 @@ public struct HTTPResponse: Sendable {
     String(decoding: body, as: UTF8.self)
   }
 
-  /// Up to `limit` bytes of the body as UTF-8 text, with `…` when it was cut.
+  /// Up to `limit` bytes of the body as UTF-8 text, with `…` when it was cut, and with the
+  /// values of secret JSON members and form fields replaced by `<redacted>`.
+  ///
+  /// Only the excerpt is examined, never the whole body: a JSON member named as one of the
+  /// client's `sensitiveQueryParameters` (`"token": "…"`, `"password": 42`) has its string or
+  /// number value redacted, and so has a secret field of a form (`access_token=…&scope=read`).
+  /// The result has at most `limit` characters, plus `…`.
   public func bodyExcerpt(limit: Int = HTTPError.excerptLimit) -> String {
-    guard body.count > limit else { return text }
-    return String(decoding: body.prefix(limit), as: UTF8.self) + "…"
+    Redaction.excerpt(
+      of: body, contentType: headers["Content-Type"], limit: limit,
+      parameters: sensitiveParameters ?? .defaultSensitive)
+  }
+
+  /// `url` without user-info and with the values of secret query parameters redacted: the URL
+  /// an error about this response keeps.
+  var redactedURL: URL {
+    Redaction.url(url, redacting: sensitiveParameters ?? .defaultSensitive)
   }
 }
 
-extension HTTPResponse: CustomStringConvertible {
+extension HTTPResponse: CustomStringConvertible, CustomReflectable {
   /// The status, final URL, body size and headers, with credentials redacted.
   public var description: String {
-    "HTTPResponse(\(statusCode), \(url.absoluteString), \(body.count) bytes, headers: \(headers))"
+    let shown = Redaction.text(url, parameters: sensitiveParameters ?? .defaultSensitive)
+    return "HTTPResponse(\(statusCode), \(shown), \(body.count) bytes, headers: \(headers))"
+  }
+
+  /// A mirror with credentials redacted and the body's size in place of the body, for `dump`.
+  public var customMirror: Mirror {
+    let parameters = sensitiveParameters ?? .defaultSensitive
+    return Mirror(
+      self,
+      children: [
+        "statusCode": statusCode, "headers": headers, "body": "\(body.count) bytes",
+        "requestURL": Redaction.text(requestURL, parameters: parameters),
+        "url": Redaction.text(url, parameters: parameters),
+      ], displayStyle: .struct)
   }
 }

@@ -28,7 +28,7 @@ extension Promise where Value == HTTPResponse {
       } catch {
         throw HTTPError.decoding(
           type: "\(T.self)", codingPath: "", detail: "\(error)", bodyExcerpt: response.bodyExcerpt(),
-          url: response.url)
+          url: response.redactedURL)
       }
     }
   }
@@ -49,7 +49,7 @@ extension Promise where Value == HTTPResponse {
       guard let text = String(validating: response.body, as: UTF8.self) else {
         throw HTTPError.decoding(
           type: "String", codingPath: "", detail: "the body is not valid UTF-8",
-          bodyExcerpt: response.bodyExcerpt(), url: response.url)
+          bodyExcerpt: response.bodyExcerpt(), url: response.redactedURL)
       }
       return text
     }
@@ -89,7 +89,7 @@ extension HTTPError {
     }
     return .decoding(
       type: "\(T.self)", codingPath: codingPathText(context?.codingPath ?? []), detail: detail,
-      bodyExcerpt: response.bodyExcerpt(), url: response.url)
+      bodyExcerpt: response.bodyExcerpt(), url: response.redactedURL)
   }
 
   /// `items[2].id` style text for a coding path.

@@ -24,6 +24,8 @@ struct RequestBuilder: Sendable {
   let defaultHeaders: HTTPHeaders
   /// The credential fields: kept from other origins, redacted in error messages.
   let sensitiveHeaders: HeaderNameSet
+  /// The secret query parameters, redacted in error messages.
+  var sensitiveParameters: ParameterNameSet = .defaultSensitive
 
   /// Returns the `URLRequest` for `request`, or `HTTPError.invalidRequest` saying what is wrong.
   func urlRequest(for request: HTTPRequest) -> Result<URLRequest, HTTPError> {
@@ -33,11 +35,14 @@ struct RequestBuilder: Sendable {
     guard let url = Self.url(base: baseURL, path: request.path, query: request.query) else {
       return .failure(
         .invalidRequest(
-          "the path '\(request.path)' does not make a valid URL with \(Redaction.text(baseURL))"))
+          "the path '\(Redaction.reference(request.path, parameters: sensitiveParameters))' does not make a"
+            + " valid URL with \(Redaction.text(baseURL, parameters: sensitiveParameters))"))
     }
     guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
       return .failure(
-        .invalidRequest("only http and https URLs with a host can be sent: \(Redaction.text(url))"))
+        .invalidRequest(
+          "only http and https URLs with a host can be sent: \(Redaction.text(url, parameters: sensitiveParameters))"
+        ))
     }
     var urlRequest = URLRequest(url: url)
     urlRequest.httpMethod = request.method.rawValue

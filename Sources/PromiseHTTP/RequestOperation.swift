@@ -26,6 +26,7 @@ final class RequestOperation: @unchecked Sendable {
   private let maximumBodySize: Int
   private let redirectPolicy: RedirectPolicy
   private let sensitiveHeaders: HeaderNameSet
+  private let sensitiveParameters: ParameterNameSet
   private let scheduler: any PromiseScheduler
   private let callbackQueue: DispatchQueue
   /// Settles the promise once (later calls are ignored); released with its cancel handler.
@@ -34,7 +35,8 @@ final class RequestOperation: @unchecked Sendable {
   init(
     settings: RequestStateMachine.Settings, deadline: Deadline?, transport: Transport,
     chain: InterceptorChain, queue: RequestQueue, maximumBodySize: Int, redirectPolicy: RedirectPolicy,
-    sensitiveHeaders: HeaderNameSet, scheduler: any PromiseScheduler, callbackQueue: DispatchQueue,
+    sensitiveHeaders: HeaderNameSet, sensitiveParameters: ParameterNameSet, scheduler: any PromiseScheduler,
+    callbackQueue: DispatchQueue,
     resolver: Promise<HTTPResponse>.Resolver
   ) {
     self.machine = RequestStateMachine(settings)
@@ -46,6 +48,7 @@ final class RequestOperation: @unchecked Sendable {
     self.maximumBodySize = maximumBodySize
     self.redirectPolicy = redirectPolicy
     self.sensitiveHeaders = sensitiveHeaders
+    self.sensitiveParameters = sensitiveParameters
     self.scheduler = scheduler
     self.callbackQueue = callbackQueue
     self.resolver = resolver
@@ -98,7 +101,7 @@ final class RequestOperation: @unchecked Sendable {
       chain.observe(.willSend(request, attempt))
       let exchange = transport.start(
         request, maximumBodySize: maximumBodySize, redirectPolicy: redirectPolicy,
-        sensitiveHeaders: sensitiveHeaders
+        sensitiveHeaders: sensitiveHeaders, sensitiveParameters: sensitiveParameters
       ) { [self] outcome in
         switch outcome {
         case .success(let response): chain.observe(.didReceive(response, attempt))

@@ -130,6 +130,8 @@ struct RequestStateMachine {
     var maximumQueueWait: Duration
     /// The `allowed` of the request's own `Deadline`, if it has one.
     var deadlineAllowed: Duration?
+    /// The secret query parameters, redacted from the URL of an error.
+    var sensitiveParameters: ParameterNameSet = .defaultSensitive
   }
 
   let settings: Settings
@@ -142,7 +144,9 @@ struct RequestStateMachine {
     self.settings = settings
   }
 
-  private var url: URL? { settings.request.url.map(Redaction.url) }
+  private var url: URL? {
+    settings.request.url.map { Redaction.url($0, redacting: settings.sensitiveParameters) }
+  }
 
   // MARK: The queue
 

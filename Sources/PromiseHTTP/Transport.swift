@@ -29,13 +29,15 @@ final class Transport: Sendable {
   /// Starts a data task for `request`; `completion` runs once unless the exchange is cancelled.
   func start(
     _ request: URLRequest, maximumBodySize: Int, redirectPolicy: RedirectPolicy,
-    sensitiveHeaders: HeaderNameSet, completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
+    sensitiveHeaders: HeaderNameSet, sensitiveParameters: ParameterNameSet,
+    completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) -> Exchange {
     let task = session.dataTask(with: request)
     // A hop the exchange follows itself holds the transport until its task completes.
     let exchange = Exchange(
       task: task, request: request, requestURL: request.url!, maximumBodySize: maximumBodySize,
       redirectPolicy: redirectPolicy, sensitiveHeaders: sensitiveHeaders,
+      sensitiveParameters: sensitiveParameters,
       startTask: { [self] hop, exchange in
         let task = session.dataTask(with: hop)
         delegate.add(exchange, for: task)

@@ -121,8 +121,96 @@ struct RedactionTests {
       for text in texts {
         #expect(!text.contains("s3cret"), "\(text)")
       }
-      #expect(texts[0].contains("shown"))
+      // The headers are in the debug description (`String(reflecting:)`), not in the log line.
+      #expect(!texts[0].contains("shown"))
+      #expect(texts[1].contains("shown"))
       #expect(response.headers["X-Session"] == "s-s3cret", "the value itself is kept for code that reads it")
+    }
+  }
+}
+
+@Suite("Redaction of query parameters and bodies", .timeLimit(.minutes(1)))
+struct RedactionOfParametersTests {
+  @Test(arguments: [
+    "access_token", "ACCESS_TOKEN", "token", "X-Amz-Signature", "X-Goog-Signature", "X-Amz-Security-Token",
+    "oauth_token", "accessToken", "apiKey", "api-key", "client_secret", "code", "sig", "session.id",
+    "password",
+  ])
+  func secretLookingNamesAreRedactedFromURLs(_ name: String) throws {
+    let url = try #require(URL(string: "https://api.example.com/a?\(name)=s3cret&page=2"))
+    let text = "\(HTTPError.timedOut(url: url, deadline: .seconds(1)))"
+    #expect(text.contains("?\(name)=<redacted>&page=2"), "\(text)")
+  }
+
+  @Test(arguments: ["page", "limit", "q", "authenticated", "tokens_left", "keyboard"])
+  func otherNamesAreKept(_ name: String) throws {
+    let url = try #require(URL(string: "https://api.example.com/a?\(name)=shown"))
+    #expect("\(HTTPError.tooLarge(limit: 1, url: url))".contains("?\(name)=shown"))
+  }
+
+  @Test func aFragmentWrittenAsAQueryIsRedactedToo() throws {
+    let url = try #require(URL(string: "https://app.example.com/cb#access_token=s3cret&state=ok"))
+    #expect(
+      HTTPError.tooManyRedirects(limit: 1, url: url).description
+        == "too many redirects (a loop, or more than 1) for https://app.example.com/cb#access_token=<redacted>&state=ok"
+    )
+  }
+
+  @Test func jsonMembersAreRedactedInTheExcerptEvenWhenItCutsTheirValue() throws {
+    let url = try #require(URL(string: "https://api.example.com/"))
+    let body =
+      "{\"user\": \"ann\", \"password\" : 12345, \"nested\": {\"refresh_token\": \"r-s3cret\"}, \"id_token\": \"eyJ"
+      + String(repeating: "x", count: 600) + "\"}"
+    let response = HTTPResponse(statusCode: 200, body: Data(body.utf8), requestURL: url)
+    let excerpt = response.bodyExcerpt()
+    #expect(
+      excerpt
+        == "{\"user\": \"ann\", \"password\" : \"<redacted>\", \"nested\": {\"refresh_token\": \"<redacted>\"},"
+        + " \"id_token\": \"<redacted>\"…")
+    #expect(response.text == body, "the body itself is kept")
+  }
+
+  @Test func formFieldsAreRedactedByContentTypeOrShape() throws {
+    let url = try #require(URL(string: "https://api.example.com/"))
+    let form = "access_token=a-s3cret&token_type=bearer&scope=read+write"
+    for headers: HTTPHeaders in [["Content-Type": "application/x-www-form-urlencoded; charset=utf-8"], [:]] {
+      let response = HTTPResponse(statusCode: 200, headers: headers, body: Data(form.utf8), requestURL: url)
+      #expect(response.bodyExcerpt() == "access_token=<redacted>&token_type=<redacted>&scope=read+write")
+    }
+    let prose = HTTPResponse(statusCode: 200, body: Data("see a=b for details".utf8), requestURL: url)
+    #expect(prose.bodyExcerpt() == "see a=b for details")
+  }
+
+  @Test func theExcerptStaysBoundedWhenRedactionLengthensIt() throws {
+    let url = try #require(URL(string: "https://api.example.com/"))
+    let body = "[" + Array(repeating: "{\"code\":1}", count: 100).joined(separator: ",") + "]"
+    let excerpt = HTTPResponse(statusCode: 200, body: Data(body.utf8), requestURL: url).bodyExcerpt(limit: 64)
+    #expect(excerpt.count == 65)
+    #expect(excerpt.hasSuffix("…") && excerpt.hasPrefix("[{\"code\":\"<redacted>\"},"))
+  }
+
+  @Test func aClientRedactsByItsOwnList() async throws {
+    try await withServer({ router in
+      router.on("GET", "/gone") { _ in
+        .respond(.json("{\"ticket\": \"t-s3cret\", \"code\": \"E42\"}", status: 410))
+      }
+    }) { server in
+      let lines = Recorder<String>()
+      let names = HTTPClient.defaultSensitiveQueryParameters.union(["ticket"]).subtracting(["code"])
+      let client = HTTPClient(
+        baseURL: server.baseURL,
+        configuration: .init(
+          retryPolicy: .none, sensitiveQueryParameters: names,
+          interceptors: [HTTPLogger(sensitiveQueryParameters: names) { lines.append($0) }]))
+      #expect(client.sensitiveQueryParameters == names)
+      let query = [URLQueryItem(name: "ticket", value: "q-s3cret"), URLQueryItem(name: "code", value: "E42")]
+      let (result, _) = await outcome(of: client.get("gone", query: query))
+      guard case .unacceptableStatus(_, _, let excerpt, let url)? = httpError(result) else { return }
+      #expect(url.query == "ticket=%3Credacted%3E&code=E42")
+      #expect(excerpt == "{\"ticket\": \"<redacted>\", \"code\": \"E42\"}")
+      #expect(await eventually { lines.all.count == 3 })
+      #expect(lines.all.first?.contains("?ticket=<redacted>&code=E42") == true, "\(lines.all)")
+      #expect(!lines.all.joined().contains("s3cret"))
     }
   }
 }
