@@ -1,0 +1,9 @@
+// Value step, one expression: optional chaining, ?? and string interpolation.
+import Promises
+
+func chain_06() {
+  fetchUser(7)
+    .then { user in user.email?.lowercased() ?? "\(user.name.lowercased())@example.com" }
+    .then { address in log("mail to \(address)") }
+    .catch { error in showError(error) }
+}

@@ -1,0 +1,10 @@
+// Anonymous $0 closures: value steps with arithmetic, then a Void print.
+import Promises
+
+func chain_11() {
+  fetchUser(1)
+    .then { $0.friendIDs.count + 1 }
+    .then { $0 * 2 }
+    .then { print("slots: \($0)") }
+    .catch { print("failed: \($0)") }
+}

@@ -1,0 +1,13 @@
+// Value step of several statements (lets, then return), followed by a Void step.
+import Promises
+
+func chain_12() {
+  fetchUser(3)
+    .then { user in
+      let first = user.name.split(separator: " ").first ?? ""
+      let initial = first.prefix(1).uppercased()
+      return "\(initial). \(user.name)"
+    }
+    .then { label in log(label) }
+    .catch { error in showError(error) }
+}

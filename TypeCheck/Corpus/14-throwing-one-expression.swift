@@ -1,0 +1,10 @@
+// Throwing value step written as one expression (try), then a promise step and a value step.
+import Promises
+
+func chain_14() {
+  Promise("42")
+    .then { text in try parseID(text) }
+    .then { id in fetchUser(id) }
+    .then { user in user.name }
+    .catch { error in showError(error) }
+}

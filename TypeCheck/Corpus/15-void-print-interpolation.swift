@@ -1,0 +1,8 @@
+// Void step, one expression: print with interpolation of a count.
+import Promises
+
+func chain_15() {
+  fetchUser(5)
+    .then { user in print("loaded \(user.name) with \(user.friendIDs.count) friends") }
+    .catch { error in print("failed: \(error)") }
+}

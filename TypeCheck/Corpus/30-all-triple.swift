@@ -1,0 +1,9 @@
+// Promise.all(a, b, c) of three types (Docs/Combining.md), value step on the tuple, then Void.
+import Promises
+
+func chain_30() {
+  Promise.all(fetchToken(deviceID: "A1B2"), loadConfig(from: "backup"), downloadThumbnail("intro"))
+    .then { bearer, settings, image in "\(bearer.value) \(settings["fps"] ?? 0) \(image)" }
+    .then { line in print(line) }
+    .catch { error in showError(error) }
+}

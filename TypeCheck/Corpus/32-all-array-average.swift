@@ -1,0 +1,10 @@
+// Array Promise.all of fetchUser over a literal, reduce with $0 + $1 / Double, then a ternary.
+import Promises
+
+func chain_32() {
+  Promise.all([1, 2, 3].map { fetchUser($0) })
+    .then { users in users.reduce(0) { $0 + $1.score } / Double(users.count) }
+    .then { average in average > 0.5 ? "good" : "needs work" }
+    .then { verdict in log("team: \(verdict)") }
+    .catch { error in showError(error) }
+}

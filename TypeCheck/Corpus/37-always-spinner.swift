@@ -1,0 +1,12 @@
+// Spinner pattern: promise step, value arithmetic step, always, catch.
+import Promises
+
+func chain_37() {
+  spinner.show()
+  fetchUser(1)
+    .then { user in fetchAvatar(user) }
+    .then { avatar in avatar.bytes / 1_024 }
+    .then { kilobytes in log("avatar is \(kilobytes) KiB") }
+    .always { spinner.hide() }
+    .catch { error in showError(error) }
+}

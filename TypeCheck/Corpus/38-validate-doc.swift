@@ -1,0 +1,10 @@
+// Docs/Chaining.md's validate (a comparison), then a Double division and a Void step.
+import Promises
+
+func chain_38() {
+  Promise(50_000)
+    .validate { bitrate in bitrate <= 20_000 }
+    .then { bitrate in Double(bitrate) / 1_000 }
+    .then { megabits in print("\(megabits) Mbit/s") }
+    .catch { error in showError(error) }
+}

@@ -1,0 +1,9 @@
+// Promise.any over two loadConfig calls (Docs/Combining.md), ?? step, then a Void print.
+import Promises
+
+func chain_53() {
+  Promise.any([loadConfig(from: "primary"), loadConfig(from: "backup")])
+    .then { config in config["fps"] ?? 0 }
+    .then { fps in print("fps \(fps)") }
+    .catch { error in showError(error) }
+}

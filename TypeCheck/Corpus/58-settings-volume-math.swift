@@ -1,0 +1,10 @@
+// Value steps of Double arithmetic with min/max and a ternary on a Bool, then a Void step.
+import Promises
+
+func chain_58() {
+  fetchSettings()
+    .then { settings in settings.muted ? 0 : min(max(settings.volume * 1.2, 0), 1) }
+    .then { volume in Int(volume * 100) }
+    .then { percent in log("volume \(percent)%") }
+    .catch { error in showError(error) }
+}
