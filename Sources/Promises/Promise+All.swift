@@ -268,6 +268,110 @@ extension Promise where Value == Void {
   public static func all<each Element: Sendable>(
     _ promises: repeat Promise<each Element>, file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<(repeat each Element)> {
+    tuple(of: repeat each promises, file: file, line: line)
+  }
+
+  /// Returns a promise of a tuple of the values of two promises of different types.
+  ///
+  /// The same as the variadic `all`, for two promises. Swift 6.3 fails on a step after the
+  /// variadic form whose closure reads an element into a generic parameter — `Promise.all(a,
+  /// b).done { pair in print(pair.0) }` gave "failed to produce diagnostic" — so two to six
+  /// promises get overloads of fixed arity, which it ranks first.
+  ///
+  /// - Parameters:
+  ///   - first: The first promise.
+  ///   - second: The second promise.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: A promise of both values, in argument order.
+  public static func all<A: Sendable, B: Sendable>(
+    _ first: Promise<A>, _ second: Promise<B>, file: StaticString = #fileID, line: UInt = #line
+  ) -> Promise<(A, B)> {
+    tuple(of: first, second, file: file, line: line)
+  }
+
+  /// Returns a promise of a tuple of the values of three promises of different types.
+  ///
+  /// The same as the variadic `all`, for three promises (see `all(_:_:file:line:)`).
+  ///
+  /// - Parameters:
+  ///   - first: The first promise.
+  ///   - second: The second promise.
+  ///   - third: The third promise.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: A promise of the three values, in argument order.
+  public static func all<A: Sendable, B: Sendable, C: Sendable>(
+    _ first: Promise<A>, _ second: Promise<B>, _ third: Promise<C>, file: StaticString = #fileID,
+    line: UInt = #line
+  ) -> Promise<(A, B, C)> {
+    tuple(of: first, second, third, file: file, line: line)
+  }
+
+  /// Returns a promise of a tuple of the values of four promises of different types.
+  ///
+  /// The same as the variadic `all`, for four promises (see `all(_:_:file:line:)`).
+  ///
+  /// - Parameters:
+  ///   - first: The first promise.
+  ///   - second: The second promise.
+  ///   - third: The third promise.
+  ///   - fourth: The fourth promise.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: A promise of the four values, in argument order.
+  public static func all<A: Sendable, B: Sendable, C: Sendable, D: Sendable>(
+    _ first: Promise<A>, _ second: Promise<B>, _ third: Promise<C>, _ fourth: Promise<D>,
+    file: StaticString = #fileID, line: UInt = #line
+  ) -> Promise<(A, B, C, D)> {
+    tuple(of: first, second, third, fourth, file: file, line: line)
+  }
+
+  /// Returns a promise of a tuple of the values of five promises of different types.
+  ///
+  /// The same as the variadic `all`, for five promises (see `all(_:_:file:line:)`).
+  ///
+  /// - Parameters:
+  ///   - first: The first promise.
+  ///   - second: The second promise.
+  ///   - third: The third promise.
+  ///   - fourth: The fourth promise.
+  ///   - fifth: The fifth promise.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: A promise of the five values, in argument order.
+  public static func all<A: Sendable, B: Sendable, C: Sendable, D: Sendable, E: Sendable>(
+    _ first: Promise<A>, _ second: Promise<B>, _ third: Promise<C>, _ fourth: Promise<D>,
+    _ fifth: Promise<E>, file: StaticString = #fileID, line: UInt = #line
+  ) -> Promise<(A, B, C, D, E)> {
+    tuple(of: first, second, third, fourth, fifth, file: file, line: line)
+  }
+
+  /// Returns a promise of a tuple of the values of six promises of different types.
+  ///
+  /// The same as the variadic `all`, for six promises (see `all(_:_:file:line:)`).
+  ///
+  /// - Parameters:
+  ///   - first: The first promise.
+  ///   - second: The second promise.
+  ///   - third: The third promise.
+  ///   - fourth: The fourth promise.
+  ///   - fifth: The fifth promise.
+  ///   - sixth: The sixth promise.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: A promise of the six values, in argument order.
+  public static func all<A: Sendable, B: Sendable, C: Sendable, D: Sendable, E: Sendable, F: Sendable>(
+    _ first: Promise<A>, _ second: Promise<B>, _ third: Promise<C>, _ fourth: Promise<D>,
+    _ fifth: Promise<E>, _ sixth: Promise<F>, file: StaticString = #fileID, line: UInt = #line
+  ) -> Promise<(A, B, C, D, E, F)> {
+    tuple(of: first, second, third, fourth, fifth, sixth, file: file, line: line)
+  }
+
+  /// The tuple of every form of `all` for promises of different types.
+  static func tuple<each Element: Sendable>(
+    of promises: repeat Promise<each Element>, file: StaticString, line: UInt
+  ) -> Promise<(repeat each Element)> {
     var erased: [Promise<Void>] = []
     for promise in repeat each promises {
       erased.append(completion(of: promise, file: file, line: line))

@@ -55,9 +55,14 @@ extension Promise {
   ///   - file: The file that creates the promise, for diagnostics; leave the default.
   ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: The async work.
+  ///
+  /// The closure is labeled `operation`, as `Task`'s is, and is written as a trailing closure:
+  /// `Promise { try await compute() }`. Unlabeled, it made every `Promise(literal)` an
+  /// overload search: Swift tried the literal as the closure too, and `Promise(8).map { … }`
+  /// with a ternary failed to type-check (see Docs/Design.md, "One verb per closure shape").
   public convenience init(
     priority: TaskPriority? = nil, file: StaticString = #fileID, line: UInt = #line,
-    _ body: @escaping @Sendable () async throws -> Value
+    operation body: @escaping @Sendable () async throws -> Value
   ) {
     self.init(queue: nil, file: file, line: line)
     let resolver = Resolver(ResolverToken(self))
@@ -69,5 +74,14 @@ extension Promise {
       }
     }
     addCancelHandler { task.cancel() }
+  }
+
+  /// Use `init(operation:)`: the async closure is labeled, or written as a trailing closure.
+  @available(*, unavailable, renamed: "init(priority:file:line:operation:)")
+  public convenience init(
+    priority: TaskPriority? = nil, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable () async throws -> Value
+  ) {
+    fatalError("unavailable")
   }
 }

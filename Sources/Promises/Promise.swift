@@ -118,8 +118,13 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   ///   - file: The file that creates the promise, for diagnostics; leave the default.
   ///   - line: The line that creates the promise, for diagnostics; leave the default.
   ///   - body: Starts the work; called once, before the initializer returns.
+  ///
+  /// The closure is labeled and is written as a trailing closure: `Promise<Int> { resolver in
+  /// … }`. Unlabeled, it made every `Promise(literal)` an overload search (Swift tried the
+  /// literal as the closure too), and `Promise(8).map { … }` with a ternary failed to
+  /// type-check (see Docs/Design.md, "One verb per closure shape").
   public convenience init(
-    file: StaticString = #fileID, line: UInt = #line, _ body: (Resolver) throws -> Void
+    file: StaticString = #fileID, line: UInt = #line, resolving body: (Resolver) throws -> Void
   ) {
     self.init(queue: nil, file: file, line: line)
     let resolver = Resolver(ResolverToken(self))
@@ -128,6 +133,13 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     } catch {
       resolver.reject(error)
     }
+  }
+
+  /// Use `init(resolving:)`: the closure is labeled, or written as a trailing closure.
+  @available(*, unavailable, renamed: "init(file:line:resolving:)")
+  public convenience init(file: StaticString = #fileID, line: UInt = #line, _ body: (Resolver) throws -> Void)
+  {
+    fatalError("unavailable")
   }
 
   /// Returns a new pending promise and the resolver that settles it.

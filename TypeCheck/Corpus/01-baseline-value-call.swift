@@ -3,6 +3,6 @@ import Promises
 
 func chain_01() {
   fetchUser(42)
-    .then { user in user.name }
+    .map { user in user.name }
     .catch { error in showError(error) }
 }

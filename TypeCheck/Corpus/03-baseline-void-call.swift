@@ -3,6 +3,6 @@ import Promises
 
 func chain_03() {
   fetchUser(42)
-    .then { user in log(user.name) }
+    .done { user in log(user.name) }
     .catch { error in showError(error) }
 }

@@ -2,6 +2,6 @@
 import Promises
 
 func chain_04() {
-  let next = Promise(8).then { id in id % 2 == 0 ? id / 2 : id * 3 + 1 }
+  let next = Promise(8).map { id in id % 2 == 0 ? id / 2 : id * 3 + 1 }
   next.catch { error in showError(error) }
 }

@@ -3,7 +3,7 @@ import Promises
 
 func chain_06() {
   fetchUser(7)
-    .then { user in user.email?.lowercased() ?? "\(user.name.lowercased())@example.com" }
-    .then { address in log("mail to \(address)") }
+    .map { user in user.email?.lowercased() ?? "\(user.name.lowercased())@example.com" }
+    .done { address in log("mail to \(address)") }
     .catch { error in showError(error) }
 }

@@ -3,7 +3,7 @@ import Promises
 
 func chain_07() {
   fetchUser(7)
-    .then { user in "\(user.name) (\(user.friendIDs.count) friends, score \(Int(user.score * 100))%)" }
-    .then { line in print(line) }
+    .map { user in "\(user.name) (\(user.friendIDs.count) friends, score \(Int(user.score * 100))%)" }
+    .done { line in print(line) }
     .catch { error in print("failed: \(error)") }
 }

@@ -3,8 +3,8 @@ import Promises
 
 func chain_08() {
   let frameTime = Promise(["bitrate": 2_500, "fps": 30])
-    .then { config in config["fps"] ?? 25 }
-    .then { fps in Double(fps) }
-    .then { fps in 1_000 / fps }
+    .map { config in config["fps"] ?? 25 }
+    .map { fps in Double(fps) }
+    .map { fps in 1_000 / fps }
   frameTime.catch { error in showError(error) }
 }

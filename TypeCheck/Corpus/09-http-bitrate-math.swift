@@ -5,8 +5,8 @@ import Promises
 func chain_09() {
   client.get("stream/config")
     .decode(StreamConfig.self)
-    .then { config in config.bitrateKbps * 1_000 / 8 }
-    .then { bytesPerSecond in bytesPerSecond * 60 / 1_048_576 }
-    .then { megabytes in print("\(megabytes) MB per minute") }
+    .map { config in config.bitrateKbps * 1_000 / 8 }
+    .map { bytesPerSecond in bytesPerSecond * 60 / 1_048_576 }
+    .done { megabytes in print("\(megabytes) MB per minute") }
     .catch { error in print("no config: \(error)") }
 }

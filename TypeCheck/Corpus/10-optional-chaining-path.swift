@@ -3,7 +3,7 @@ import Promises
 
 func chain_10() {
   fetchUser(1)
-    .then { user in user.avatarURL?.split(separator: "/").last.map(String.init) ?? "default.png" }
+    .map { user in user.avatarURL?.split(separator: "/").last.map(String.init) ?? "default.png" }
     .then { file in downloadThumbnail(file) }
     .catch { error in showError(error) }
 }

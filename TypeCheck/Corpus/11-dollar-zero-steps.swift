@@ -3,8 +3,8 @@ import Promises
 
 func chain_11() {
   fetchUser(1)
-    .then { $0.friendIDs.count + 1 }
-    .then { $0 * 2 }
-    .then { print("slots: \($0)") }
+    .map { $0.friendIDs.count + 1 }
+    .map { $0 * 2 }
+    .done { print("slots: \($0)") }
     .catch { print("failed: \($0)") }
 }

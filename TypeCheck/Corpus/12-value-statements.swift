@@ -3,11 +3,11 @@ import Promises
 
 func chain_12() {
   fetchUser(3)
-    .then { user in
+    .map { user in
       let first = user.name.split(separator: " ").first ?? ""
       let initial = first.prefix(1).uppercased()
       return "\(initial). \(user.name)"
     }
-    .then { label in log(label) }
+    .done { label in log(label) }
     .catch { error in showError(error) }
 }

@@ -3,11 +3,11 @@ import Promises
 
 func chain_13() {
   Promise("80a")
-    .then { text in
+    .map { text in
       guard let port = Int(text) else { throw AppError.badInput(text) }
       return port
     }
-    .then { port in port < 1_024 ? port + 8_000 : port }
-    .then { port in log("listening on \(port)") }
+    .map { port in port < 1_024 ? port + 8_000 : port }
+    .done { port in log("listening on \(port)") }
     .catch { error in showError(error) }
 }

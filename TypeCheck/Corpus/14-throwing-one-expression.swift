@@ -3,8 +3,8 @@ import Promises
 
 func chain_14() {
   Promise("42")
-    .then { text in try parseID(text) }
+    .map { text in try parseID(text) }
     .then { id in fetchUser(id) }
-    .then { user in user.name }
+    .map { user in user.name }
     .catch { error in showError(error) }
 }

@@ -3,6 +3,6 @@ import Promises
 
 func chain_15() {
   fetchUser(5)
-    .then { user in print("loaded \(user.name) with \(user.friendIDs.count) friends") }
+    .done { user in print("loaded \(user.name) with \(user.friendIDs.count) friends") }
     .catch { error in print("failed: \(error)") }
 }

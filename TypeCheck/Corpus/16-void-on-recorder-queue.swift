@@ -5,6 +5,6 @@ import Promises
 func chain_16() {
   client.get("stream/config")
     .decode(StreamConfig.self)
-    .then(on: recorder.queue) { config in recorder.apply(config) }
+    .done(on: recorder.queue) { config in recorder.apply(config) }
     .catch { error in showError(error) }
 }

@@ -7,7 +7,7 @@ func chain_17() {
     .decode(Token.self)
     .then { token in client.get("stream/config", headers: ["Authorization": "Bearer \(token.value)"]) }
     .decode(StreamConfig.self)
-    .then(on: recorder.queue) { config in
+    .done(on: recorder.queue) { config in
       recorder.apply(config)  // configured before recording starts
       recorder.start()
     }

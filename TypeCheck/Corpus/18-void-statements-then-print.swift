@@ -3,10 +3,10 @@ import Promises
 
 func chain_18() {
   fetchSettings()
-    .then { settings in
+    .done { settings in
       log("theme \(settings.theme)")
       analytics.track("settings", ["muted": "\(settings.muted)"])
     }
-    .then { value in print(value) }
+    .done { value in print(value) }
     .catch { error in showError(error) }
 }

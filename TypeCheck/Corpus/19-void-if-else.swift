@@ -4,7 +4,7 @@ import Promises
 func chain_19() {
   spinner.show()
   fetchUser(2)
-    .then { user in
+    .done { user in
       if user.friendIDs.isEmpty {
         log("\(user.name) has no friends yet")
       } else {

@@ -3,7 +3,7 @@ import Promises
 
 func chain_20() {
   fetchUser(9)
-    .then { user in try save(user) }
-    .then { log("saved") }
+    .done { user in try save(user) }
+    .done { log("saved") }
     .catch { error in showError(error) }
 }

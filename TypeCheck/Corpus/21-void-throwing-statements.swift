@@ -3,7 +3,7 @@ import Promises
 
 func chain_21() {
   fetchUser(9)
-    .then { user in
+    .done { user in
       guard user.email != nil else { throw AppError.notFound }
       try save(user)
       log("saved \(user.id)")

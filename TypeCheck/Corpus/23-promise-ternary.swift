@@ -4,6 +4,6 @@ import Promises
 func chain_23() {
   fetchUser(1)
     .then { user in user.friendIDs.isEmpty ? fetchUser(0) : fetchUser(user.friendIDs[0]) }
-    .then { friend in print("first friend: \(friend.name)") }
+    .done { friend in print("first friend: \(friend.name)") }
     .catch { error in showError(error) }
 }

@@ -4,7 +4,7 @@ import Promises
 func chain_24() {
   loadConfig(from: "backup")
     .then { config in Promise(config["bitrate"] ?? 1_000) }
-    .then { bitrate in bitrate / 8 }
-    .then { bytes in log("\(bytes) bytes per second") }
+    .map { bitrate in bitrate / 8 }
+    .done { bytes in log("\(bytes) bytes per second") }
     .catch { error in showError(error) }
 }

@@ -8,6 +8,6 @@ func chain_25() {
       log("following \(next)")
       return fetchUser(next)
     }
-    .then { friend in friend.name }
+    .map { friend in friend.name }
     .catch { error in showError(error) }
 }

@@ -7,6 +7,6 @@ func chain_26() {
       guard let id = Int(text), id > 0 else { throw AppError.badInput(text) }
       return fetchUser(id)
     }
-    .then { user in log(user.name) }
+    .done { user in log(user.name) }
     .catch { error in showError(error) }
 }

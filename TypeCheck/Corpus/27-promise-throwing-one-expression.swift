@@ -5,6 +5,6 @@ func chain_27() {
   Promise("17")
     .then { text in fetchUser(try parseID(text)) }
     .then { user in fetchAvatar(user) }
-    .then { avatar in print("avatar \(avatar.url), \(avatar.bytes / 1_024) KiB") }
+    .done { avatar in print("avatar \(avatar.url), \(avatar.bytes / 1_024) KiB") }
     .catch { error in showError(error) }
 }

@@ -3,6 +3,6 @@ import Promises
 
 func chain_28() {
   Promise.all(fetchUser(1), fetchSettings())
-    .then { pair in print(pair.0) }
+    .done { pair in print(pair.0) }
     .catch { error in showError(error) }
 }

@@ -4,7 +4,7 @@ import Promises
 func chain_29() {
   let user = fetchUser(1)
   Promise.all(user, user.then { user in fetchAvatar(user) })
-    .then { user, avatar in "\(user.name): \(avatar.url)" }
-    .then { line in log(line) }
+    .map { user, avatar in "\(user.name): \(avatar.url)" }
+    .done { line in log(line) }
     .catch { error in showError(error) }
 }

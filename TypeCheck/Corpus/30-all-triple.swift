@@ -3,7 +3,7 @@ import Promises
 
 func chain_30() {
   Promise.all(fetchToken(deviceID: "A1B2"), loadConfig(from: "backup"), downloadThumbnail("intro"))
-    .then { bearer, settings, image in "\(bearer.value) \(settings["fps"] ?? 0) \(image)" }
-    .then { line in print(line) }
+    .map { bearer, settings, image in "\(bearer.value) \(settings["fps"] ?? 0) \(image)" }
+    .done { line in print(line) }
     .catch { error in showError(error) }
 }

@@ -3,7 +3,7 @@ import Promises
 
 func chain_31() {
   Promise.all(["intro", "live", "outro"].map(downloadThumbnail))
-    .then { files in files.joined(separator: ", ") }
-    .then { print($0) }
+    .map { files in files.joined(separator: ", ") }
+    .done { print($0) }
     .catch { error in showError(error) }
 }

@@ -3,8 +3,8 @@ import Promises
 
 func chain_32() {
   Promise.all([1, 2, 3].map { fetchUser($0) })
-    .then { users in users.reduce(0) { $0 + $1.score } / Double(users.count) }
-    .then { average in average > 0.5 ? "good" : "needs work" }
-    .then { verdict in log("team: \(verdict)") }
+    .map { users in users.reduce(0) { $0 + $1.score } / Double(users.count) }
+    .map { average in average > 0.5 ? "good" : "needs work" }
+    .done { verdict in log("team: \(verdict)") }
     .catch { error in showError(error) }
 }

@@ -5,7 +5,7 @@ func chain_34() {
   loadConfig(from: "primary")
     .recover { _ in loadConfig(from: "backup") }
     .recover { _ in ["bitrate": 1_000] }
-    .then { config in config["bitrate"] ?? 0 }
-    .then { bitrate in log("bitrate \(bitrate)") }
+    .map { config in config["bitrate"] ?? 0 }
+    .done { bitrate in log("bitrate \(bitrate)") }
     .catch { error in showError(error) }
 }

@@ -3,8 +3,8 @@ import Promises
 
 func chain_35() {
   fetchUser(1)
-    .then { user in user.score }
+    .map { user in user.score }
     .recover { error in error is CancellationError ? 0 : -1 }
-    .then { score in log("score \(score)") }
+    .done { score in log("score \(score)") }
     .catch { error in showError(error) }
 }

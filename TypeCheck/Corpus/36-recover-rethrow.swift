@@ -7,6 +7,6 @@ func chain_36() {
       guard error is AppError else { throw error }
       return User.guest
     }
-    .then { user in user.name }
+    .map { user in user.name }
     .catch { error in showError(error) }
 }

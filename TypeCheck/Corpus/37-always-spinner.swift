@@ -5,8 +5,8 @@ func chain_37() {
   spinner.show()
   fetchUser(1)
     .then { user in fetchAvatar(user) }
-    .then { avatar in avatar.bytes / 1_024 }
-    .then { kilobytes in log("avatar is \(kilobytes) KiB") }
+    .map { avatar in avatar.bytes / 1_024 }
+    .done { kilobytes in log("avatar is \(kilobytes) KiB") }
     .always { spinner.hide() }
     .catch { error in showError(error) }
 }

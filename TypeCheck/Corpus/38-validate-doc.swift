@@ -4,7 +4,7 @@ import Promises
 func chain_38() {
   Promise(50_000)
     .validate { bitrate in bitrate <= 20_000 }
-    .then { bitrate in Double(bitrate) / 1_000 }
-    .then { megabits in print("\(megabits) Mbit/s") }
+    .map { bitrate in Double(bitrate) / 1_000 }
+    .done { megabits in print("\(megabits) Mbit/s") }
     .catch { error in showError(error) }
 }

@@ -4,7 +4,7 @@ import Promises
 func chain_40() {
   fetchUser(1)
     .tap { result in log("user: \(result)") }
-    .then { user in user.name.count > 3 ? user.name : "anonymous" }
-    .then { name in print("hello, \(name)") }
+    .map { user in user.name.count > 3 ? user.name : "anonymous" }
+    .done { name in print("hello, \(name)") }
     .catch { error in showError(error) }
 }

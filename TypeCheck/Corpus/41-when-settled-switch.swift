@@ -3,7 +3,7 @@ import Promises
 
 func chain_41() {
   loadConfig(from: "backup")
-    .then { config in (config["fps"] ?? 25) * 2 }
+    .map { config in (config["fps"] ?? 25) * 2 }
     .whenSettled { result in
       switch result {
       case .success(let fps): print("fps \(fps)")

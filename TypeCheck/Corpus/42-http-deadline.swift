@@ -10,6 +10,6 @@ func chain_42() {
       client.get("slow/config", headers: ["Authorization": "Bearer \(token.value)"], deadline: deadline)
     }
     .decode(StreamConfig.self)
-    .then { config in print("ingest at \(config.ingestURL)") }
+    .done { config in print("ingest at \(config.ingestURL)") }
     .catch { error in showError(error) }
 }

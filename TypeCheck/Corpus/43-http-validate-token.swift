@@ -7,7 +7,7 @@ func chain_43() {
     .validate(statusCodes: 200..<201)
     .validate(contentTypes: ["application/json"])
     .decode(Token.self)
-    .then { token in token.expiresIn > 60 ? token.value : "" }
-    .then { bearer in log(bearer.isEmpty ? "token expires too soon" : "got token") }
+    .map { token in token.expiresIn > 60 ? token.value : "" }
+    .done { bearer in log(bearer.isEmpty ? "token expires too soon" : "got token") }
     .catch { error in showError(error) }
 }

@@ -5,8 +5,8 @@ import Promises
 func chain_44() {
   client.get("stream/log")
     .text()
-    .then { text in text.split(separator: "\n").filter { $0.hasPrefix("E") }.count }
-    .then { errors in errors == 0 ? "clean" : "\(errors) errors" }
-    .then { summary in print(summary) }
+    .map { text in text.split(separator: "\n").filter { $0.hasPrefix("E") }.count }
+    .map { errors in errors == 0 ? "clean" : "\(errors) errors" }
+    .done { summary in print(summary) }
     .catch { error in showError(error) }
 }

@@ -4,7 +4,7 @@ import Promises
 
 func chain_45() {
   client.get("health")
-    .then { response in response.statusCode == 200 && !response.body.isEmpty }
-    .then { healthy in healthy ? log("up") : log("down") }
+    .map { response in response.statusCode == 200 && !response.body.isEmpty }
+    .done { healthy in healthy ? log("up") : log("down") }
     .catch { error in showError(error) }
 }

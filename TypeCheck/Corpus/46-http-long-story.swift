@@ -9,8 +9,8 @@ func chain_46() {
     .validate { token in token.expiresIn > 60 && !token.value.isEmpty }
     .then { token in client.get("stream/config", headers: ["Authorization": "Bearer \(token.value)"]) }
     .decode(StreamConfig.self)
-    .then { config in config.bitrateKbps > 5_000 ? config.bitrateKbps / 2 : config.bitrateKbps }
-    .then(on: recorder.queue) { kbps in recorder.log("bitrate \(kbps) kbps") }
+    .map { config in config.bitrateKbps > 5_000 ? config.bitrateKbps / 2 : config.bitrateKbps }
+    .done(on: recorder.queue) { kbps in recorder.log("bitrate \(kbps) kbps") }
     .always { spinner.hide() }
     .catch { error in print("cannot record: \(error)") }
 }

@@ -7,11 +7,11 @@ func chain_47() {
   let authenticator = TokenAuthenticator {
     tokens.post("device/register", json: Registration(deviceID: "A1B2"))
       .decode(Token.self)
-      .then { token in token.value }
+      .map { token in token.value }
   }
   let api = HTTPClient(baseURL: configServer, configuration: .init(authenticator: authenticator))
   api.get("stream/config")
     .decode(StreamConfig.self)
-    .then(on: recorder.queue) { config in recorder.apply(config) }
+    .done(on: recorder.queue) { config in recorder.apply(config) }
     .catch { error in showError(error) }
 }

@@ -6,7 +6,7 @@ func chain_48() {
   client.get("stream/config")
     .decode(StreamConfig.self)
     .recover { _ in client.get("stream/config-backup").decode(StreamConfig.self) }
-    .then(on: recorder.queue) { config in
+    .done(on: recorder.queue) { config in
       recorder.apply(config)
       recorder.start()
       recorder.log("recording at \(config.bitrateKbps) kbps, \(config.fps ?? 30) fps")

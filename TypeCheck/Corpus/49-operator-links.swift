@@ -3,9 +3,9 @@ import Promises
 
 func chain_49() {
   Promise(1)
-    .then { $0 + 1 }
-    .then { $0 * 2 }
+    .map { $0 + 1 }
+    .map { $0 * 2 }
     .then { value in Promise(value * 2) }
-    .then { $0 - 3 }
+    .map { $0 - 3 }
     .catch { error in showError(error) }
 }

@@ -4,7 +4,7 @@ import Promises
 
 func chain_50() {
   fetchUser(1)
-    .then(on: .main) { user in user.friendIDs.count }
-    .then(on: .main) { count in print(count == 1 ? "1 friend" : "\(count) friends") }
+    .map(on: .main) { user in user.friendIDs.count }
+    .done(on: .main) { count in print(count == 1 ? "1 friend" : "\(count) friends") }
     .catch(on: .main) { error in showError(error) }
 }

@@ -3,7 +3,7 @@ import Promises
 
 func chain_51() {
   Promise { try await fetchUnreadCount() }
-    .then { count in count > 99 ? "99+" : "\(count)" }
-    .then { badge in log("badge \(badge)") }
+    .map { count in count > 99 ? "99+" : "\(count)" }
+    .done { badge in log("badge \(badge)") }
     .catch { error in showError(error) }
 }

@@ -6,8 +6,8 @@ func chain_52() {
   client.get("stream/config")
     .decode(StreamConfig.self)
     .timeout(.seconds(5))
-    .then { config in config.tags.contains("low-latency") ? config.bitrateKbps : config.bitrateKbps * 2 }
+    .map { config in config.tags.contains("low-latency") ? config.bitrateKbps : config.bitrateKbps * 2 }
     .recover { _ in 1_000 }
-    .then { kbps in log("\(kbps) kbps") }
+    .done { kbps in log("\(kbps) kbps") }
     .catch { error in showError(error) }
 }

@@ -3,7 +3,7 @@ import Promises
 
 func chain_53() {
   Promise.any([loadConfig(from: "primary"), loadConfig(from: "backup")])
-    .then { config in config["fps"] ?? 0 }
-    .then { fps in print("fps \(fps)") }
+    .map { config in config["fps"] ?? 0 }
+    .done { fps in print("fps \(fps)") }
     .catch { error in showError(error) }
 }

@@ -4,7 +4,7 @@ import Promises
 func chain_54() {
   let names = ["intro", "live", "q-and-a", "outro"]
   Promise.map(names, maxConcurrent: 2) { name in downloadThumbnail(name) }
-    .then { files in "\(files.count) of \(names.count) thumbnails" }
-    .then { line in log(line) }
+    .map { files in "\(files.count) of \(names.count) thumbnails" }
+    .done { line in log(line) }
     .catch { error in showError(error) }
 }

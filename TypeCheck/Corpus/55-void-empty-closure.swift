@@ -3,7 +3,7 @@ import Promises
 
 func chain_55() {
   fetchUser(1)
-    .then { _ in }
+    .map { _ in }
     .always { log("done") }
     .catch { error in showError(error) }
 }

@@ -3,10 +3,10 @@ import Promises
 
 func chain_56() {
   loadConfig(from: "backup")
-    .then(on: recorder.queue) { config in
+    .done(on: recorder.queue) { config in
       recorder.log("fps \(config["fps"] ?? 0)")
       recorder.log("bitrate \(config["bitrate"] ?? 0)")
     }
-    .then { value in log("applied: \(value)") }
+    .done { value in log("applied: \(value)") }
     .catch { error in showError(error) }
 }

@@ -3,8 +3,8 @@ import Promises
 
 func chain_58() {
   fetchSettings()
-    .then { settings in settings.muted ? 0 : min(max(settings.volume * 1.2, 0), 1) }
-    .then { volume in Int(volume * 100) }
-    .then { percent in log("volume \(percent)%") }
+    .map { settings in settings.muted ? 0 : min(max(settings.volume * 1.2, 0), 1) }
+    .map { volume in Int(volume * 100) }
+    .done { percent in log("volume \(percent)%") }
     .catch { error in showError(error) }
 }
