@@ -194,7 +194,7 @@ struct RequestStateMachine {
     // The request's own deadline, when it is what ends the request, reports its own allowance.
     let ownFirst = deadlineRemaining.map { $0 <= settings.timeout } ?? false
     let running = Running(
-      deadline: now + length, allowed: ownFirst ? settings.deadlineAllowed ?? length : length)
+      deadline: now.saturatingAdding(length), allowed: ownFirst ? settings.deadlineAllowed ?? length : length)
     state = .running(running, .authorizing)
     return .start(
       cancelling: waitTimer, deadline: length, adapt: settings.request, attempt(running, now: now))
@@ -292,7 +292,9 @@ struct RequestStateMachine {
       return .adapt(settings.request, attempt(running, now: now))
     case .retry(let delay):
       // No retry that could not start before the deadline: the outcome now, not a timeout later.
-      guard now + max(delay, .zero) < running.deadline else { return finish(deliver(outcome)) }
+      guard now.saturatingAdding(max(delay, .zero)) < running.deadline else {
+        return finish(deliver(outcome))
+      }
       state = .running(running, .backingOff(timer: nil))
       return .backOff(after: max(delay, .zero), attempt(running, now: now))
     }
