@@ -36,9 +36,16 @@ extension Promise {
     }
     if !limited.isPending { return limited }
     let error = PromiseError.timedOut(after: duration, createdAt: limited.creationSite)
-    timer.start(after: duration, on: queue, scheduler: scheduler) { [box] in
+    timer.start(after: duration, on: queue, scheduler: scheduler) { [box, weak source = self] in
       // Taking the resolver retires the forwarding node: the source can then be cancelled.
       guard let resolver = box.take() else { return }
+      // The source may have settled already, its forwarding node not run yet: a settling
+      // thread runs internal nodes only after dispatching the queue callbacks, and may be
+      // preempted in between. A settlement that came before the deadline fired wins.
+      if let outcome = source?.result {
+        resolver.resolve(outcome)
+        return
+      }
       let (settled, upstream) = resolver.token.promise.reject(error)
       if settled { Promise.propagateCancellation(from: upstream) }
     }
