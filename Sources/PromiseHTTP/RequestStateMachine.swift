@@ -198,7 +198,7 @@ struct RequestStateMachine {
     // The request's own deadline, when it is what ends the request, reports its own allowance.
     let ownFirst = deadlineRemaining.map { $0 <= settings.timeout } ?? false
     let running = Running(
-      deadline: now + length, allowed: ownFirst ? settings.deadlineAllowed ?? length : length)
+      deadline: now.saturatingAdding(length), allowed: ownFirst ? settings.deadlineAllowed ?? length : length)
     state = .running(running, .authorizing)
     return .start(
       cancelling: waitTimer, deadline: length, adapt: settings.request, attempt(running, now: now))
@@ -246,11 +246,28 @@ struct RequestStateMachine {
     guard case .running(let running, .authorizing) = state else { return .none }
     exchanges += 1
     var request = request
-    // libcurl's own timeout (whole seconds) is kept just beyond ours, which comes first.
-    request.timeoutInterval = max(1, (running.deadline - now).secondsValue.rounded(.up) + 1)
+    request.timeoutInterval = Self.transportTimeoutInterval(remaining: running.deadline - now)
     state = .running(running, .exchanging(request, id: exchanges, exchange: nil))
     return .exchange(request, id: exchanges, attempt(running, now: now))
   }
+
+  /// The `URLRequest.timeoutInterval` for an exchange with `remaining` left before the deadline.
+  ///
+  /// libcurl's own timeout (whole seconds) is kept just beyond ours, which comes first, and
+  /// capped at `maximumTransportTimeout`.
+  static func transportTimeoutInterval(remaining: Duration) -> TimeInterval {
+    min(maximumTransportTimeout, max(1, remaining.secondsValue.rounded(.up) + 1))
+  }
+
+  /// The longest `timeoutInterval` handed to FoundationNetworking: 10^9 s, about 31.7 years.
+  ///
+  /// FoundationNetworking computes `Int(timeoutInterval) * 1000` (milliseconds, for libcurl and
+  /// for a Dispatch timer of its own) and traps on overflow: a client `timeout` of
+  /// `.seconds(Int64.max)` crashed the process on its first request. 10^9 s is 10^12 ms, and
+  /// 10^18 ns for the Dispatch timer: both fit in 64 bits with room to spare, and now + 10^18 ns
+  /// stays below the 2^62 ns where libdispatch reads a deadline as another clock's (see
+  /// `Duration.dispatchDeadline`). A longer deadline is still enforced by the client's own timer.
+  static let maximumTransportTimeout: TimeInterval = 1_000_000_000
 
   /// A step's `adapt` or `decide` failed with `error`: the request ends with it.
   mutating func stepFailed(_ error: any Error) -> Action {
@@ -296,7 +313,9 @@ struct RequestStateMachine {
       return .adapt(settings.request, attempt(running, now: now))
     case .retry(let delay):
       // No retry that could not start before the deadline: the outcome now, not a timeout later.
-      guard now + max(delay, .zero) < running.deadline else { return finish(deliver(outcome)) }
+      guard now.saturatingAdding(max(delay, .zero)) < running.deadline else {
+        return finish(deliver(outcome))
+      }
       state = .running(running, .backingOff(timer: nil))
       return .backOff(after: max(delay, .zero), attempt(running, now: now))
     }

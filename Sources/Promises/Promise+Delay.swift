@@ -24,7 +24,7 @@ extension Promise {
     // The timer's work holds the resolver (through a box that lets go of it when the promise
     // is cancelled): should a scheduler drop the work without running it, the promise is
     // rejected with `brokenPromise` rather than left pending.
-    let (delayed, timer, box) = TimedResult.derived(from: self, file: file, line: line)
+    let (delayed, timer, box) = TimedResult.derived(from: self, needing: queue, file: file, line: line)
     // Cancelling empties the box, which retires the node: the source can then be cancelled.
     box.forward(from: self) { [timer, box] outcome in
       timer.start(after: duration, on: queue, scheduler: scheduler) { box.resolve(outcome) }
@@ -51,7 +51,7 @@ extension Promise where Value == Void {
     scheduler: any PromiseScheduler = PromiseSchedulers.default,
     file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<Void> {
-    let (timed, resolver) = Promise<Void>.pending(file: file, line: line)
+    let (timed, resolver) = Promise<Void>.pending(needing: queue, file: file, line: line)
     let timer = TimerSlot()
     timed.addCancelHandler { [weak timer] in timer?.disarm() }
     timer.start(after: duration, on: queue, scheduler: scheduler) { resolver.fulfill() }

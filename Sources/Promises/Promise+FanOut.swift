@@ -235,7 +235,8 @@ extension Promise {
       maxConcurrent >= 1,
       "Promise.all(maxConcurrent:): maxConcurrent must be at least 1, got \(maxConcurrent)")
     if factories.isEmpty { return Promise<[Value]>([], file: file, line: line) }
-    let (result, resolver) = Promise<[Value]>.pending(file: file, line: line)
+    // The factories run on `queue`: `wait` on it for the result would deadlock.
+    let (result, resolver) = Promise<[Value]>.pending(needing: queue, file: file, line: line)
     let fanOut = FanOut(factories: factories, limit: maxConcurrent, resolver: resolver, queue: queue)
     result.addCancelHandler { [weak fanOut] in fanOut?.cancel() }
     fanOut.startInitial()

@@ -287,7 +287,8 @@ extension Promise {
     _ attempt: @escaping @Sendable () throws -> Promise<Value>
   ) -> Promise<Value> {
     precondition(attempts >= 1, "Promise.retry: attempts must be at least 1, got \(attempts)")
-    let (result, resolver) = Promise<Value>.pending(file: file, line: line)
+    // The attempts start on `queue`: `wait` on it for the result would deadlock.
+    let (result, resolver) = Promise<Value>.pending(needing: queue, file: file, line: line)
     let operation = RetryOperation(
       resolver: resolver, attempts: attempts, delay: delay, generator: generator,
       scheduler: scheduler, queue: queue, shouldRetry: shouldRetry, factory: attempt)

@@ -29,16 +29,23 @@ extension Promise {
     // of it at settlement, so a shared source that stays pending does not keep the timed-out
     // promise alive. Emptying the box (time out, cancellation) retires the node, so the source
     // counts it no more as an observer and can be cancelled.
-    let (limited, timer, box) = TimedResult.derived(from: self, file: file, line: line)
+    let (limited, timer, box) = TimedResult.derived(from: self, needing: queue, file: file, line: line)
     box.forward(from: self) { [box, timer] outcome in
       box.resolve(outcome)
       timer.disarm()
     }
     if !limited.isPending { return limited }
     let error = PromiseError.timedOut(after: duration, createdAt: limited.creationSite)
-    timer.start(after: duration, on: queue, scheduler: scheduler) { [box] in
+    timer.start(after: duration, on: queue, scheduler: scheduler) { [box, weak source = self] in
       // Taking the resolver retires the forwarding node: the source can then be cancelled.
       guard let resolver = box.take() else { return }
+      // The source may have settled already, its forwarding node not run yet: a settling
+      // thread runs internal nodes only after dispatching the queue callbacks, and may be
+      // preempted in between. A settlement that came before the deadline fired wins.
+      if let outcome = source?.result {
+        resolver.resolve(outcome)
+        return
+      }
       let (settled, upstream) = resolver.token.promise.reject(error)
       if settled { Promise.propagateCancellation(from: upstream) }
     }
@@ -51,11 +58,13 @@ extension Promise {
 enum TimedResult {
   /// Returns a pending promise derived from `source`, with a timer and a resolver box that
   /// its cancellation disarms and empties.
+  ///
+  /// The promise reports `queue`, where the timer fires, to `wait`'s deadlock check.
   static func derived<Value: Sendable>(
-    from source: Promise<Value>, file: StaticString, line: UInt
+    from source: Promise<Value>, needing queue: DispatchQueue, file: StaticString, line: UInt
   ) -> (result: Promise<Value>, timer: TimerSlot, box: OnceResolver<Value>) {
-    let (result, resolver) = Promise<Value>.pending(file: file, line: line)
-    result.upstream = source
+    let (result, resolver) = Promise<Value>.pending(
+      needing: queue, upstream: source, file: file, line: line)
     let timer = TimerSlot()
     let box = OnceResolver(resolver)
     result.addCancelHandler { [weak timer, weak box] in

@@ -160,6 +160,20 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     return (promise, Resolver(ResolverToken(promise)))
   }
 
+  /// `pending()` for a combinator whose own work runs on `queue` (a timer, the next attempt,
+  /// the next factory), waiting on `upstream` if given.
+  ///
+  /// The promise reports `queue` to walks up the chain (`walkStep`), as a `then(on: queue)`
+  /// link does: `wait(timeout:)` called on `queue` then throws `waitWouldDeadlock` instead of
+  /// blocking the queue the combinator needs. Such a promise is never registered as a callback,
+  /// so its queue means nothing else.
+  static func pending(
+    needing queue: DispatchQueue, upstream: _PromiseNode? = nil, file: StaticString, line: UInt
+  ) -> (promise: Promise<Value>, resolver: Resolver) {
+    let promise = Promise(queue: queue, file: file, line: line, upstream: upstream)
+    return (promise, Resolver(ResolverToken(promise)))
+  }
+
   deinit {
     // A pending promise goes only with its callbacks' chains (they hold it as `upstream`),
     // unless internal code dropped it; either way the list's references must go too.

@@ -16,6 +16,10 @@ public class _PromiseNode: @unchecked Sendable {
   /// The next node in the list this node is in (the list owns it: Docs/Design.md, I5).
   @usableFromInline @exclusivity(unchecked) final var link: Unmanaged<_PromiseNode>?
   /// The queue the node's callback runs on; `nil` for internal forwarding that runs inline.
+  ///
+  /// For the result of a combinator that runs work of its own (`after`, `delay`, `timeout`,
+  /// `retry`, `all(maxConcurrent:)`), never registered as a callback: the queue that work runs
+  /// on, reported to walks up the chain (see `Promise.pending(needing:upstream:file:line:)`).
   @usableFromInline @exclusivity(unchecked) final var queue: DispatchQueue?
 
   @usableFromInline

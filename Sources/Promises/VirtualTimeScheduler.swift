@@ -78,7 +78,7 @@ public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
   ) -> any ScheduledWork {
     let item = VirtualTimeItem(scheduler: self, queue: queue, work: work)
     let ready: [PendingWaiter] = lock.withLock {
-      item.deadline = currentTime + max(delay, .zero)
+      item.deadline = currentTime.saturatingAdding(max(delay, .zero))
       item.sequence = nextSequence
       nextSequence += 1
       items.insert(item, at: insertionIndex(for: item))
@@ -98,7 +98,7 @@ public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
   @discardableResult
   public func advance(by duration: Duration) -> Int {
     precondition(duration >= .zero, "VirtualTimeScheduler.advance(by:): negative duration \(duration)")
-    return advance(to: now + duration)
+    return advance(to: now.saturatingAdding(duration))
   }
 
   /// Moves the clock to `time`, running the work due until then, in order.

@@ -139,6 +139,54 @@ struct DeadlineTests {
     }
   }
 
+  // MARK: Durations too long for the clock: never, not now
+
+  @Test func aHugeClientTimeoutLetsASlowRequestSucceed() async throws {
+    try await withServer({ router in
+      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .milliseconds(200)) }
+    }) { server in
+      // Once fired at once (a deadline past 2^63 ns), and crashed FoundationNetworking, which
+      // multiplies `timeoutInterval` by 1000 (the client passed 9.2e18 s on).
+      let client = server.client(timeout: .seconds(Int64.max))
+      let (result, elapsed) = await outcome(of: client.get("slow"))
+      report("slow headers (timeout .seconds(Int64.max))", result, elapsed)
+      let response = try result.get()
+      #expect(response.body == Data("late".utf8))
+    }
+  }
+
+  @Test(arguments: [Duration.seconds(Int64.max), .seconds(Int64.max / 2), .nanoseconds(Int64.max / 2)])
+  func aHugeDeadlineLetsASlowRequestSucceed(allowed: Duration) async throws {
+    try await withServer({ router in
+      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .milliseconds(200)) }
+    }) { server in
+      let deadline = Deadline.after(allowed)
+      #expect(!deadline.hasPassed)
+      #expect(deadline.remaining > .seconds(100 * 365 * 86_400))
+      let client = server.client(timeout: .seconds(Int64.max / 2))
+      let (result, _) = await outcome(of: client.get("slow", deadline: deadline))
+      let response = try result.get()
+      #expect(response.body == Data("late".utf8))
+    }
+  }
+
+  @Test(arguments: [Duration.seconds(Int64.max), .seconds(Int64.max / 2)])
+  func aHugeQueueWaitLetsAQueuedRequestWaitItsTurn(wait: Duration) async throws {
+    try await withServer({ router in
+      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .milliseconds(200)) }
+    }) { server in
+      let client = HTTPClient(
+        baseURL: server.baseURL,
+        configuration: .init(
+          retryPolicy: .none, maximumConcurrentRequestsPerHost: 1, maximumQueueWait: wait))
+      let first = client.get("slow")
+      let queued = client.get("slow")
+      let (firstResponse, queuedResponse) = (try await first.value, try await queued.value)
+      #expect(firstResponse.statusCode == 200)
+      #expect(queuedResponse.statusCode == 200)
+    }
+  }
+
   @Test func deadlinesReportTheirRemainingTime() {
     let deadline = Deadline.after(.seconds(10))
     #expect(deadline.remaining > .seconds(9) && deadline.remaining <= .seconds(10))

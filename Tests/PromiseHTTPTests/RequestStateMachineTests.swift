@@ -109,6 +109,39 @@ struct RequestStateMachineTests {
     #expect(machine.phase == .exchanging)
   }
 
+  @Test(arguments: [
+    Duration.seconds(Int64.max), .seconds(Int64.max / 2), .seconds(1 << 40), .seconds(2_000_000_000),
+  ])
+  func libcurlsTimeoutIsCappedSoThatFoundationNetworkingCanCountItInMilliseconds(remaining: Duration) throws {
+    let interval = Machine.transportTimeoutInterval(remaining: remaining)
+    // FoundationNetworking computes `Int(timeoutInterval) * 1000` (and a Dispatch timer of that
+    // many milliseconds): it traps (SIGILL) if that overflows.
+    #expect(interval >= 1)
+    try #require(interval < 1e15, "Int(interval) * 1000 * 1_000_000 must fit in 64 bits")
+    let (milliseconds, overflow) = Int(interval).multipliedReportingOverflow(by: 1000)
+    #expect(!overflow)
+    #expect(!milliseconds.multipliedReportingOverflow(by: 1_000_000).overflow)
+    // Still far beyond any deadline the client enforces itself in practice.
+    #expect(interval >= 365 * 86_400)
+  }
+
+  @Test func libcurlsTimeoutIsJustBeyondShortDeadlines() {
+    #expect(Machine.transportTimeoutInterval(remaining: .zero) == 1)
+    #expect(Machine.transportTimeoutInterval(remaining: .milliseconds(7500)) == 9)
+    #expect(Machine.transportTimeoutInterval(remaining: .seconds(30)) == 31)
+  }
+
+  @Test func aHugeClientTimeoutSendsTheRequestWithACappedLibcurlTimeout() {
+    var machine = Self.machine(timeout: .seconds(Int64.max))
+    _ = machine.slotGranted(now: .seconds(1000), deadlineRemaining: nil)
+    guard case .exchange(let request, _, _) = machine.adapted(URLRequest(url: Self.url), now: .seconds(1001))
+    else {
+      Issue.record("the adapted request was not sent")
+      return
+    }
+    #expect(request.timeoutInterval == Machine.maximumTransportTimeout)
+  }
+
   @Test func anAcceptableResponseFulfilsReleasesTheSlotAndCancelsTheDeadline() throws {
     var (machine, deadline, _) = Self.exchanging()
     guard case .decide = machine.exchangeCompleted(Self.response(200), id: 1, now: .seconds(1)) else {

@@ -1,7 +1,8 @@
 import Dispatch
 import Foundation
-import Promises
 import Testing
+
+@testable import Promises
 
 private typealias Kit = CombinatorTestKit
 
@@ -166,6 +167,54 @@ struct PromiseTimeoutTests {
     #expect(await Kit.eventually { weakLimited.isReleased })
     #expect(source.isPending)
     resolver.fulfill(1)
+  }
+
+  /// Settles `source` with `outcome`, then fires `clock`'s due timers before the source's
+  /// internal observers (the forwarding to a timeout) have run: what a settling thread
+  /// preempted between its settlement and the forwarding lets happen in real time.
+  ///
+  /// An internal node runs inside the settlement of `trigger`; a settlement it makes queues
+  /// its own internal nodes behind it, on the same thread, until it returns.
+  private static func settleThenFireTimer(
+    _ source: Promise<Int>.Resolver, with outcome: Result<Int, any Error>,
+    advancing clock: VirtualTimeScheduler, by duration: Duration
+  ) -> (settledFirst: Bool, ran: Int) {
+    let (trigger, pull) = Promise<Void>.pending()
+    let report = Kit.Locked((settledFirst: false, ran: 0))
+    trigger.register(
+      ForwardingNode<Void> { _ in
+        source.resolve(outcome)
+        let settled = !source.token.promise.isPending
+        let ran = clock.advance(by: duration)
+        report.withValue { $0 = (settled, ran) }
+      })
+    pull.fulfill()
+    return report.value
+  }
+
+  @Test("a source settled before the timer fires wins, though its forwarding has not run yet")
+  func sourceSettledBeforeTheTimerWins() async throws {
+    let clock = VirtualTimeScheduler()
+    let (source, resolver) = Promise<Int>.pending()
+    let limited = source.timeout(.seconds(1), on: DispatchQueue(label: "timeout.timer"), scheduler: clock)
+    let (settledFirst, ran) = Self.settleThenFireTimer(
+      resolver, with: .success(7), advancing: clock, by: .seconds(1))
+    #expect(settledFirst)
+    #expect(ran == 1)
+    #expect(try await limited.value == 7)
+    #expect(!source.isPending)
+  }
+
+  @Test("a source rejected before the timer fires passes its own error on, not a timeout")
+  func sourceRejectedBeforeTheTimerWins() async throws {
+    let clock = VirtualTimeScheduler()
+    let (source, resolver) = Promise<Int>.pending()
+    let limited = source.timeout(.seconds(1), on: DispatchQueue(label: "timeout.timer"), scheduler: clock)
+    let (settledFirst, ran) = Self.settleThenFireTimer(
+      resolver, with: .failure(Kit.Failure(2)), advancing: clock, by: .seconds(1))
+    #expect(settledFirst)
+    #expect(ran == 1)
+    await #expect(throws: Kit.Failure(2)) { try await limited.value }
   }
 
   @Test("real time: a promise that never settles times out, one that settles wins")

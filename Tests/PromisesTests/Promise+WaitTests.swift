@@ -270,6 +270,78 @@ struct PromiseWaitTests {
     #expect(try await needsQueue.value == 2)
   }
 
+  // The combinators that run work of their own on a queue (a timer, the next attempt, the next
+  // factory) need that queue to settle, as a `then(on:)` link does.
+
+  @Test func waitOnTheQueueOfPromiseAfterThrows() async throws {
+    let queue = DispatchQueue(label: "tests.wait.after")
+    let timed = Promise.after(.seconds(30), on: queue)
+    let result = await inBlock(on: queue) { try timed.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: queue)
+    timed.cancel()
+  }
+
+  @Test func waitOnTheQueueOfATimeoutThrows() async throws {
+    let queue = DispatchQueue(label: "tests.wait.timeout")
+    let (source, resolver) = Promise<Int>.pending()
+    let limited = source.timeout(.seconds(30), on: queue)
+    let result = await inBlock(on: queue) { try limited.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: queue)
+    resolver.fulfill(1)
+    #expect(try await limited.value == 1)
+  }
+
+  @Test func waitOnTheQueueOfADelayThrows() async throws {
+    let queue = DispatchQueue(label: "tests.wait.delay")
+    let (source, resolver) = Promise<Int>.pending()
+    let delayed = source.delay(.milliseconds(1), on: queue)
+    let result = await inBlock(on: queue) { try delayed.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: queue)
+    resolver.fulfill(1)
+    #expect(try await delayed.value == 1)
+  }
+
+  @Test func waitOnTheQueueOfARetryThrows() async throws {
+    let queue = DispatchQueue(label: "tests.wait.retry")
+    let (attempt, resolver) = Promise<Int>.pending()
+    let retried = Promise<Int>.retry(on: queue, attempts: 2) { attempt }
+    let result = await inBlock(on: queue) { try retried.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: queue)
+    resolver.fulfill(1)
+    #expect(try await retried.value == 1)
+  }
+
+  @Test func waitOnTheQueueOfAFanOutThrows() async throws {
+    let queue = DispatchQueue(label: "tests.wait.fan-out")
+    let (first, resolver) = Promise<Int>.pending()
+    let all = Promise<Int>.all(on: queue, maxConcurrent: 1, [{ first }, { Promise(2) }])
+    let result = await inBlock(on: queue) { try all.wait(timeout: 2) }
+    expectWouldDeadlock(result, queue: queue)
+    resolver.fulfill(1)
+    #expect(try await all.value == [1, 2])
+  }
+
+  @Test func waitOnTheQueueOfATimeoutWithAnInfiniteLimitThrowsPromptly() async throws {
+    let queue = DispatchQueue(label: "tests.wait.timeout-infinite")
+    let (source, resolver) = Promise<Int>.pending()
+    let limited = source.timeout(.seconds(30), on: queue)
+    let result = await inBlock(on: queue) { try limited.wait(timeout: .infinity) }
+    expectWouldDeadlock(result, queue: queue)
+    resolver.fulfill(1)
+    #expect(try await limited.value == 1)
+  }
+
+  @Test func waitOnAnotherQueueForACombinatorWorks() async throws {
+    let queue = DispatchQueue(label: "tests.wait.combinator-queue")
+    let (source, resolver) = Promise<Int>.pending()
+    let limited = source.timeout(.seconds(30), on: queue)
+    DispatchQueue.global().async { resolver.fulfill(4) }
+    let result = await inBlock(on: DispatchQueue(label: "tests.wait.combinator-waiter")) {
+      try limited.wait(timeout: 30)
+    }
+    #expect(try result.get() == 4)
+  }
+
   @Test func waitFromADifferentQueueWorks() async throws {
     let chainQueue = DispatchQueue(label: "tests.wait.chain-queue")
     let waiterQueue = DispatchQueue(label: "tests.wait.waiter-queue")

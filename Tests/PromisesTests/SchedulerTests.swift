@@ -182,3 +182,107 @@ struct SchedulerTests {
     #expect(PromiseSchedulers.default is DispatchTimeScheduler)
   }
 }
+
+/// Durations longer than the monotonic clock can count to from now (`Int64.max` seconds, or
+/// half of it: libdispatch reads the top two bits of a deadline as its clock) mean "never".
+@Suite("Durations too long for the clock", .timeLimit(.minutes(1)))
+struct HugeDurationTests {
+  /// Far-future durations: past `Int64.max` ns (clamped to it: past 2^63 ns from now), just
+  /// past 2^62 ns from now (about 146 years), and 100 years, which fits.
+  static let hugeDurations: [Duration] = [
+    .seconds(Int64.max), .seconds(Int64.max / 2), .seconds(1 << 40), .nanoseconds(Int64.max / 2),
+    .seconds(100 * 365 * 86_400),
+  ]
+
+  /// How long the tests check that a far-future timer has not fired (a real-time bound).
+  static let check = Duration.milliseconds(100)
+
+  @Test("a huge duration is a deadline in the distant future", arguments: hugeDurations)
+  func dispatchDeadlineIsDistantFuture(duration: Duration) {
+    let deadline = duration.dispatchDeadline
+    // Never a deadline libdispatch reads as a wall-clock or another clock's time.
+    #expect(deadline == .distantFuture || deadline.uptimeNanoseconds < 1 << 62)
+    #expect(deadline > .now() + .seconds(3600))
+  }
+
+  @Test("an ordinary duration is that far from now")
+  func ordinaryDeadline() {
+    let before = DispatchTime.now()
+    let deadline = Duration.seconds(10).dispatchDeadline
+    #expect(deadline >= before + .seconds(10))
+    #expect(deadline < .now() + .seconds(11))
+    #expect(Duration.seconds(-1).dispatchDeadline <= .now())
+  }
+
+  @Test("a huge timer of the real-time scheduler does not fire at once", arguments: hugeDurations)
+  func schedulerTimerWaits(duration: Duration) async throws {
+    let fired = Kit.Locked(false)
+    let work = DispatchTimeScheduler().schedule(after: duration, on: .global()) {
+      fired.withValue { $0 = true }
+    }
+    try await Promise.after(Self.check).value
+    #expect(!fired.value)
+    work.cancel()
+  }
+
+  @Test("Promise.after a huge duration stays pending", arguments: hugeDurations)
+  func afterStaysPending(duration: Duration) async throws {
+    let waited = Promise.after(duration)
+    try await Promise.after(Self.check).value
+    #expect(waited.isPending)
+    waited.cancel()
+  }
+
+  @Test("delay by a huge duration stays pending", arguments: hugeDurations)
+  func delayStaysPending(duration: Duration) async throws {
+    let delayed = Promise(1).delay(duration)
+    try await Promise.after(Self.check).value
+    #expect(delayed.isPending)
+    delayed.cancel()
+  }
+
+  @Test("a huge timeout does not fire: the source settles later and wins", arguments: hugeDurations)
+  func timeoutLetsTheSourceWin(duration: Duration) async throws {
+    let (source, resolver) = Promise<Int>.pending()
+    let limited = source.timeout(duration)
+    try await Promise.after(Self.check).value
+    #expect(limited.isPending)
+    resolver.fulfill(7)
+    #expect(try await limited.value == 7)
+  }
+
+  @Test("a retry with a huge delay waits before its next attempt", arguments: hugeDurations)
+  func retryWaits(duration: Duration) async throws {
+    let attempts = Kit.Locked(0)
+    let retried = Promise<Int>.retry(attempts: 2, delay: .constant(duration)) {
+      attempts.withValue { $0 += 1 }
+      return Promise(error: Kit.Failure(1))
+    }
+    try await Promise.after(Self.check).value
+    #expect(attempts.value == 1)
+    #expect(retried.isPending)
+    retried.cancel()
+  }
+
+  @Test("wait with a huge timeout waits for the promise", arguments: hugeDurations)
+  func waitWaits(duration: Duration) throws {
+    let (promise, resolver) = Promise<Int>.pending()
+    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(100)) { resolver.fulfill(3) }
+    #expect(try promise.wait(timeout: duration) == 3)
+  }
+
+  @Test("the virtual-time scheduler adds huge durations without overflowing")
+  func virtualTimeSaturates() {
+    let clock = VirtualTimeScheduler()
+    let ran = Kit.Locked(0)
+    clock.schedule(after: .seconds(Int64.max), on: .global()) { ran.withValue { $0 += 1 } }
+    clock.advance(by: .seconds(Int64.max / 2))
+    #expect(ran.value == 0)
+    // Far past anything the clock can add up to: still no overflow, and the work is due.
+    for _ in 0..<20 { clock.advance(by: .seconds(Int64.max)) }
+    #expect(ran.value == 1)
+    clock.schedule(after: .seconds(Int64.max), on: .global()) { ran.withValue { $0 += 1 } }
+    #expect(clock.pendingCount == 1)
+    #expect(clock.nextDeadline.map { $0 >= clock.now } == true)
+  }
+}
