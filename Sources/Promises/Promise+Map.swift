@@ -24,6 +24,24 @@ extension Promise {
     valueStep(on: queue, file: file, line: line, transform)
   }
 
+  /// A closure that returns a promise is a `then` step, which adopts the promise's outcome.
+  ///
+  /// Unavailable, and skipped by Swift while it looks for a solution: `map` with such a closure
+  /// still compiles, to a promise of a promise, when nothing after it needs the inner value.
+  /// When something does (`.map { avatar in avatar.url }`), this overload is the one fix that
+  /// makes the chain type-check, and the compiler names `then` instead of "cannot be resolved".
+  @available(
+    *, unavailable,
+    message:
+      "'map' with a closure that returns a promise gives a promise of a promise; use 'then' to adopt its outcome"
+  )
+  public func map<NewValue>(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ transform: @escaping @Sendable (Value) throws -> Promise<NewValue>
+  ) -> Promise<NewValue> {
+    fatalError("unavailable")
+  }
+
   /// Returns a promise of what `transform` computes from this promise's value, rejected with
   /// `PromiseError.compactMapReturnedNil` when `transform` returns `nil`.
   ///
