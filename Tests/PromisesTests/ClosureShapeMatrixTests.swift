@@ -3,11 +3,14 @@ import Testing
 
 @testable import Promises
 
-// The closure-shape matrix of Docs/Design.md ("Why these overloads"): every closure shape a
-// step takes (rows) in every position a chain is written in (columns), without annotations.
-// A cell that does not type-check fails the build; a cell that picks the wrong overload (a
-// promise adopted as a value, a `Void` step taken for a promise) fails its expectation.
-// Each row's `log` counts the runs of the `Void` closures: two positions run them twice.
+// The closure-shape matrix of Docs/Design.md ("One verb per closure shape"): every closure
+// shape a step takes (rows), each with its verb — `map` for a closure that returns a value,
+// `done` for one that returns nothing, `then` for one that returns a promise — in every
+// position a chain is written in (columns), without annotations. A cell that does not
+// type-check, or gives a type other than the one its typed `let` or function declares, fails
+// the build; a cell that gives the wrong value (`then` not adopting the promise, a `done`
+// closure not run) fails its expectation. In the `done` rows, `log` records every run of the
+// closures: one per position.
 
 /// Adds one, or throws for a negative number: the throwing step of the matrix.
 @Sendable private func incremented(_ x: Int) throws -> Int {
@@ -15,13 +18,15 @@ import Testing
   return x + 1
 }
 
-/// The queue every matrix step runs on (`then(on:)` is the form of the issue).
+/// The queue every matrix step runs on: each cell names it with `on:`.
 private let matrixQueue = DispatchQueue(label: "closure-shape-matrix")
 
-@Suite("Closure shapes × positions: then type-checks and picks the right overload", .timeLimit(.minutes(1)))
+@Suite(
+  "Closure shapes × positions: each verb takes its closure shape without annotations and gives the right type",
+  .timeLimit(.minutes(1)))
 struct ClosureShapeMatrixTests {
-  @Test("a step returning a value, one expression, in every position")
-  func valueExpression() async throws {
+  @Test("map: a closure returning a value, one expression, in every position")
+  func mapOneExpression() async throws {
     let source = Promise(1)
     let described = source.map(on: matrixQueue) { x in x + 1 }
       .map { v in "\(v)" }
@@ -43,8 +48,8 @@ struct ClosureShapeMatrixTests {
     #expect(try await untyped.value == 2)  // an untyped let
   }
 
-  @Test("a step returning a value, several statements, in every position")
-  func valueStatements() async throws {
+  @Test("map: a closure returning a value, several statements, in every position")
+  func mapStatements() async throws {
     let source = Promise(1)
     let described = source.map(on: matrixQueue) { x in
       let y = x + 1
@@ -88,8 +93,8 @@ struct ClosureShapeMatrixTests {
     #expect(try await untyped.value == 2)  // an untyped let
   }
 
-  @Test("a step returning a value, one throwing expression, in every position")
-  func valueThrowingExpression() async throws {
+  @Test("map: a closure returning a value, one throwing expression, in every position")
+  func mapThrowingExpression() async throws {
     let source = Promise(1)
     let described = source.map(on: matrixQueue) { x in try incremented(x) }
       .map { v in "\(v)" }
@@ -112,8 +117,8 @@ struct ClosureShapeMatrixTests {
     #expect(try await untyped.value == 2)  // an untyped let
   }
 
-  @Test("a step returning a value, several statements that may throw, in every position")
-  func valueThrowingStatements() async throws {
+  @Test("map: a closure returning a value, several statements that may throw, in every position")
+  func mapThrowingStatements() async throws {
     let source = Promise(1)
     let described = source.map(on: matrixQueue) { x in
       guard x > 0 else { throw CoreTestError.first }
@@ -157,8 +162,8 @@ struct ClosureShapeMatrixTests {
     #expect(try await untyped.value == 2)  // an untyped let
   }
 
-  @Test("a step returning nothing, one expression, in every position")
-  func voidExpression() async throws {
+  @Test("done: a closure returning nothing, one expression, in every position")
+  func doneOneExpression() async throws {
     let source = Promise(1)
     let log = Guarded<[Int]>([])
     let described = source.done(on: matrixQueue) { x in log.append(x) }
@@ -182,8 +187,8 @@ struct ClosureShapeMatrixTests {
     #expect(log.value == Array(repeating: 1, count: 7))
   }
 
-  @Test("a step returning nothing, several statements, in every position")
-  func voidStatements() async throws {
+  @Test("done: a closure returning nothing, several statements, in every position")
+  func doneStatements() async throws {
     let source = Promise(1)
     let log = Guarded<[Int]>([])
     let described = source.done(on: matrixQueue) { x in
@@ -228,8 +233,8 @@ struct ClosureShapeMatrixTests {
     #expect(log.value == Array(repeating: [1, 2], count: 7).flatMap { $0 })
   }
 
-  @Test("a step returning nothing, an if statement, in every position")
-  func voidControlFlow() async throws {
+  @Test("done: a closure returning nothing, an if statement, in every position")
+  func doneControlFlow() async throws {
     let source = Promise(1)
     let log = Guarded<[Int]>([])
     let described = source.done(on: matrixQueue) { x in
@@ -274,8 +279,8 @@ struct ClosureShapeMatrixTests {
     #expect(log.value == Array(repeating: [1, 2], count: 7).flatMap { $0 })
   }
 
-  @Test("a step returning nothing, several statements that may throw, in every position")
-  func voidThrowingStatements() async throws {
+  @Test("done: a closure returning nothing, several statements that may throw, in every position")
+  func doneThrowingStatements() async throws {
     let source = Promise(1)
     let log = Guarded<[Int]>([])
     let described = source.done(on: matrixQueue) { x in
@@ -320,8 +325,8 @@ struct ClosureShapeMatrixTests {
     #expect(log.value == Array(repeating: [1, 2], count: 7).flatMap { $0 })
   }
 
-  @Test("a step returning nothing, an empty body, in every position")
-  func voidEmpty() async throws {
+  @Test("done: a closure returning nothing, an empty body, in every position")
+  func doneEmptyBody() async throws {
     let source = Promise(1)
     let log = Guarded<[Int]>([])
     let described = source.done(on: matrixQueue) { _ in }
@@ -345,8 +350,8 @@ struct ClosureShapeMatrixTests {
     #expect(log.value.isEmpty)
   }
 
-  @Test("a step returning a promise, one expression, in every position")
-  func promiseExpression() async throws {
+  @Test("then: a closure returning a promise, one expression, in every position")
+  func thenOneExpression() async throws {
     let source = Promise(1)
     let described = source.then(on: matrixQueue) { x in Promise(x + 1) }
       .map { v in "\(v)" }
@@ -368,8 +373,8 @@ struct ClosureShapeMatrixTests {
     #expect(try await untyped.value == 2)  // an untyped let
   }
 
-  @Test("a step returning a promise, several statements, in every position")
-  func promiseStatements() async throws {
+  @Test("then: a closure returning a promise, several statements, in every position")
+  func thenStatements() async throws {
     let source = Promise(1)
     let described = source.then(on: matrixQueue) { x in
       let y = x + 1
@@ -413,8 +418,8 @@ struct ClosureShapeMatrixTests {
     #expect(try await untyped.value == 2)  // an untyped let
   }
 
-  @Test("a step returning a promise, several statements that may throw, in every position")
-  func promiseThrowingStatements() async throws {
+  @Test("then: a closure returning a promise, several statements that may throw, in every position")
+  func thenThrowingStatements() async throws {
     let source = Promise(1)
     let described = source.then(on: matrixQueue) { x in
       guard x > 0 else { throw CoreTestError.first }

@@ -4,8 +4,8 @@ import Testing
 
 @Suite("Docs/Chaining.md", .timeLimit(.minutes(1)))
 struct ChainingExamples {
-  @Test func thenTransformsTheValue() async throws {
-    // snippet.chaining-then-value
+  @Test func mapComputesTheNextValue() async throws {
+    // snippet.chaining-map
     let fps = Promise(["bitrate": 2_500, "fps": 30])
       .map { config in config["fps"] ?? 25 }
       .map { fps in Double(fps) }
@@ -15,7 +15,7 @@ struct ChainingExamples {
   }
 
   @Test func thenAdoptsAPromise() async throws {
-    // snippet.chaining-then-promise
+    // snippet.chaining-then
     let bitrate = loadConfig(from: "backup")
       .then { config in Promise(config["bitrate"] ?? 1_000) }
     // snippet.hide
@@ -23,7 +23,23 @@ struct ChainingExamples {
     // snippet.end
   }
 
-  @Test func rejectionSkipsThen() async throws {
+  @Test func doneUsesTheValueAndTheChainGoesOn() async throws {
+    // snippet.chaining-done
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    // snippet.show
+    let shown = loadConfig(from: "backup")
+      .done { config in print("fps \(config["fps"] ?? 0)") }
+      .always { print("finished") }
+    // prints "fps 30", then "finished"
+    // snippet.hide
+    try await shown.value
+    #expect(output.lines == ["fps 30", "finished"])
+    // snippet.end
+  }
+
+  @Test func rejectionSkipsTheSteps() async throws {
     // snippet.chaining-propagation
     // snippet.hide
     let output = DocOutput()
@@ -32,7 +48,7 @@ struct ChainingExamples {
     enum ConfigError: Error { case missingBitrate }
 
     let applied = Promise(["fps": 30])
-      .map { config -> Int in
+      .map { config in
         guard let bitrate = config["bitrate"] else { throw ConfigError.missingBitrate }
         return bitrate
       }
