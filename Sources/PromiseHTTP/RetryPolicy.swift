@@ -34,8 +34,16 @@ public struct RetryPolicy: Sendable {
   public var maximumRetryAfter: Duration
   /// The randomness of `backoff`'s jitter; `SystemRandomNumberGenerator` by default.
   ///
-  /// As with `Promise.retry`, each draw uses a copy: a seeded generator makes delays repeatable.
-  public var generator: any RandomNumberGenerator & Sendable
+  /// Every draw advances it, for all the requests that use this policy (and its copies), as
+  /// `Promise.retry` draws from one generator for all its attempts: a seeded generator makes the
+  /// sequence of delays repeatable, and two requests retrying at once still wait differently.
+  /// Reading it gives its current state; setting it starts a new sequence.
+  public var generator: any RandomNumberGenerator & Sendable {
+    get { jitter.generator }
+    set { jitter = JitterSource(newValue) }
+  }
+  /// The generator every draw of this policy and its copies advances.
+  private var jitter: JitterSource
   /// Returns the current date, to read an HTTP-date `Retry-After`.
   ///
   /// Tests inject a fixed one.
@@ -58,7 +66,7 @@ public struct RetryPolicy: Sendable {
     self.retryableErrorCodes = retryableErrorCodes
     self.backoff = backoff
     self.maximumRetryAfter = maximumRetryAfter
-    self.generator = generator
+    self.jitter = JitterSource(generator)
     self.now = now
   }
 
@@ -110,7 +118,7 @@ public struct RetryPolicy: Sendable {
   ///
   /// With a `Retry-After` value (`"120"` or `"Fri, 31 Dec 1999 23:59:59 GMT"`) that delay is
   /// used, if not longer than `maximumRetryAfter`; a past date means "now". Otherwise it is
-  /// `backoff`'s delay before that retry, its jitter drawn from a copy of `generator`.
+  /// `backoff`'s delay before that retry, its jitter drawn from `generator`, which advances.
   ///
   /// - Parameters:
   ///   - retry: The number of the retry about to happen, from 1.
@@ -121,8 +129,7 @@ public struct RetryPolicy: Sendable {
     if let retryAfter, let requested = Self.parseRetryAfter(retryAfter, now: now()) {
       return requested <= maximumRetryAfter ? requested : nil
     }
-    var generator = self.generator
-    return backoff.duration(beforeRetry: retry, using: &generator)
+    return jitter.duration(of: backoff, beforeRetry: retry)
   }
 
   /// Parses a `Retry-After` value: delay-seconds or an HTTP-date (RFC 9110, 10.2.3).
@@ -179,5 +186,34 @@ extension RetryPolicy: HTTPInterceptor {
     }
     guard let delay = delay(beforeRetry: attempt.number, retryAfter: retryAfter) else { return .proceed }
     return .retry(after: delay)
+  }
+}
+
+/// The generator of a `RetryPolicy`, shared by its copies so that every draw advances it.
+///
+/// A policy is a value copied into each request; with the generator stored in it, every request
+/// drew from its own copy, and a seeded generator gave every request the same jitter — a herd of
+/// clients built from one seed retried in step.
+private final class JitterSource: @unchecked Sendable {
+  // Safety of `@unchecked Sendable`: `state` is read and written only while `lock` is held.
+  private let lock = NSLock()
+  private var state: any RandomNumberGenerator & Sendable
+
+  init(_ generator: any RandomNumberGenerator & Sendable) {
+    state = generator
+  }
+
+  /// The generator's current state.
+  var generator: any RandomNumberGenerator & Sendable {
+    lock.lock()
+    defer { lock.unlock() }
+    return state
+  }
+
+  /// Returns `backoff`'s delay before retry number `retry`, drawing any jitter from the generator.
+  func duration(of backoff: RetryDelay, beforeRetry retry: Int) -> Duration {
+    lock.lock()
+    defer { lock.unlock() }
+    return backoff.duration(beforeRetry: retry, using: &state)
   }
 }

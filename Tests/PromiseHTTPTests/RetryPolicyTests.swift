@@ -36,14 +36,30 @@ struct RetryPolicyTests {
   @Test func jitterIsDrawnFromTheGeneratorAsPromiseRetryDrawsIt() {
     let backoff = RetryDelay.exponential(initial: .milliseconds(100), maximum: .seconds(10), jitter: .full)
     let policy = RetryPolicy(maximumAttempts: 10, backoff: backoff, generator: SplitMix(seed: 7))
+    var generator = SplitMix(seed: 7)
     for retry in 1...9 {
-      var generator = SplitMix(seed: 7)
       let expected = backoff.duration(beforeRetry: retry, using: &generator)
       #expect(policy.delay(beforeRetry: retry) == expected)
       #expect(expected >= .zero && expected <= .milliseconds(min(100 << (retry - 1), 10_000)))
     }
-    let other = RetryPolicy(maximumAttempts: 10, backoff: backoff, generator: SplitMix(seed: 8))
-    #expect((1...9).contains { other.delay(beforeRetry: $0) != policy.delay(beforeRetry: $0) })
+    let again = RetryPolicy(maximumAttempts: 10, backoff: backoff, generator: SplitMix(seed: 7))
+    var replayed = SplitMix(seed: 7)
+    #expect(
+      (1...9).allSatisfy {
+        again.delay(beforeRetry: $0) == backoff.duration(beforeRetry: $0, using: &replayed)
+      })
+  }
+
+  @Test func requestsSharingASeededPolicyDoNotRetryInStep() {
+    let backoff = RetryDelay.exponential(initial: .milliseconds(100), maximum: .seconds(10), jitter: .full)
+    let policy = RetryPolicy(maximumAttempts: 3, backoff: backoff, generator: SplitMix(seed: 7))
+    // Twenty requests, each with its copy of the policy (as a client hands it to each request),
+    // waiting before their first retry: one seed, twenty different waits.
+    let waits = (0..<20).map { _ in
+      let copy = policy
+      return copy.delay(beforeRetry: 1)
+    }
+    #expect(Set(waits).count == 20, "\(waits)")
   }
 
   @Test func onlyRetryableOutcomesOfRetryableMethodsAreRetried() throws {
