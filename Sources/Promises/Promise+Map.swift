@@ -3,9 +3,9 @@ import Dispatch
 extension Promise {
   /// Returns a promise of what `transform` computes from this promise's value.
   ///
-  /// The same step as `then` with a closure that returns a value, under the name PromiseKit,
-  /// `Sequence` and `Result` use. It never adopts a promise: a `transform` returning a
-  /// `Promise<U>` gives a `Promise<Promise<U>>`; use `then` to start an asynchronous step.
+  /// The step for a closure that returns a value, under the name PromiseKit, `Sequence` and
+  /// `Result` use. It never adopts a promise: a `transform` returning a `Promise<U>` gives a
+  /// `Promise<Promise<U>>`; use `then` to start an asynchronous step.
   /// `transform` runs once, on `queue`, after this promise is fulfilled; a rejection skips it
   /// and passes on, and a throw rejects the returned promise. (The fan-out over an array is
   /// the static `Promise.map(_:maxConcurrent:_:)`.)

@@ -56,8 +56,8 @@ extension Promise {
   /// where nothing is passed on but the fact that they ran: `.done(on: recorder.queue) { config
   /// in recorder.apply(config); recorder.start() }`. `body` runs once, on `queue`, after this
   /// promise is fulfilled; a rejection skips it and passes on, and a throw rejects the
-  /// returned promise. Unlike PromiseKit's `done`, it does not end the chain: `catch`,
-  /// `always` and further steps can follow.
+  /// returned promise. As with PromiseKit's `done`, `catch`, `always` and further steps can
+  /// follow.
   ///
   /// - Parameters:
   ///   - queue: Where `body` runs; `DispatchQueue.promises` by default.

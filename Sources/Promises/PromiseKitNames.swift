@@ -3,7 +3,7 @@ import Dispatch
 // PromiseKit's names that this library spells differently, declared unavailable so that code
 // moved from PromiseKit gets a compiler error naming the replacement (with a fix-it where the
 // rename is direct) instead of "cannot find 'firstly' in scope". None of them can be called.
-// PromiseKit's `recover`, `map`, `compactMap`, `get`, `tap`, `asVoid` and `catch` exist here
+// PromiseKit's `then`, `map`, `done`, `recover`, `compactMap`, `get`, `tap`, `asVoid` and `catch` exist here
 // under the same names, so they are not listed. See Docs/MigratingFromPromiseKit.md.
 
 /// PromiseKit's `firstly`: not needed here, start the chain with the promise itself.
