@@ -94,6 +94,8 @@ struct ExchangeStateMachine<Task> {
   private var response: HTTPURLResponse?
   private var body = Data()
   private var refusedChallenge = false
+  /// Whether `task` has completed.
+  private var taskCompleted = false
   /// Whether a task of this exchange has been (or is about to be) cancelled: from then on a
   /// redirect question is never answered.
   private(set) var cancelling = false
@@ -111,6 +113,7 @@ struct ExchangeStateMachine<Task> {
 
   /// The exchange was cancelled: the completion is dropped and the current task cancelled.
   mutating func cancel() -> Action {
+    let wasCancelling = cancelling
     cancelling = true
     completion = nil
     body = Data()
@@ -123,8 +126,9 @@ struct ExchangeStateMachine<Task> {
       state = .finished
       return .none
     case .finished:
-      // Completed, or ending on an answer of its own (`fail`): nothing left to stop.
-      return .none
+      // Failed with the task still running (a 3xx refused, say): it is stopped too, unless it
+      // has completed or was cancelled already.
+      return taskCompleted || wasCancelling ? .none : .cancel(task)
     }
   }
 
@@ -218,6 +222,7 @@ struct ExchangeStateMachine<Task> {
   /// A 3xx whose hop the exchange follows itself starts that hop; anything else delivers the
   /// outcome, once.
   mutating func complete(error: (any Error)?, taskResponse: URLResponse?) -> Action {
+    taskCompleted = true
     guard let completion else { return .none }
     switch state {
     case .awaitingHop(let hop) where error == nil:
@@ -241,6 +246,7 @@ struct ExchangeStateMachine<Task> {
   /// The owner made `task` for the hop `startHop` asked for.
   mutating func hopStarted(_ task: Task) -> Action {
     self.task = task
+    taskCompleted = false
     guard case .startingHop(let hop) = state else {
       // Cancelled while the task was being made: it goes through its start and stops at once.
       return .resume(task, thenCancel: true)

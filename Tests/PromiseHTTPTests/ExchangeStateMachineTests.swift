@@ -213,6 +213,20 @@ struct ExchangeStateMachineTests {
     #expect(Self.isNone(machine.complete(error: nil, taskResponse: Self.response(301))))
   }
 
+  @Test func aCancelAfterAFailureThatLeftTheTaskRunningStopsTheTaskOnce() throws {
+    var machine = Self.machine(policy: .follow(maximum: 0))
+    let (_, action) = machine.redirect(
+      Self.redirection(302, to: "/a"), to: Self.proposed("/a", from: URLRequest(url: Self.url)))
+    _ = try #require(Self.finished(action))
+    // FoundationNetworking delivers the 3xx it was told not to follow: the task is still running.
+    guard case .cancel(let task) = machine.cancel() else {
+      Issue.record("expected the task cancelled")
+      return
+    }
+    #expect(task == "first")
+    #expect(Self.isNone(machine.cancel()))
+  }
+
   // MARK: Malformed responses
 
   @Test func aConnectionEndingBeforeTheDeclaredBodyIsANetworkConnectionLost() throws {
