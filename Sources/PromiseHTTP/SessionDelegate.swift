@@ -99,6 +99,6 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
   #endif
 
   func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-    exchange(for: task, removing: true)?.complete(error: error)
+    exchange(for: task, removing: true)?.complete(error: error, taskResponse: task.response)
   }
 }
