@@ -34,7 +34,7 @@ func isSame(_ error: (any Error)?, as expected: IdentifiedError) -> Bool {
   return error === expected
 }
 
-/// A value guarded by an `NSLock` (ThreadSanitizer understands it; see STYLE.md).
+/// A value guarded by an `NSLock` (ThreadSanitizer understands it, and reports false races on a contended `Mutex`: see SpinLock.swift).
 final class Guarded<Value>: @unchecked Sendable {
   // Safety: `storage` is only touched while `lock` is held.
   private let lock = NSLock()
