@@ -76,6 +76,22 @@ final class Drain {
   /// The last queue whose outbox this thread looked up, and that outbox (see `outbox(of:)`).
   @exclusivity(unchecked) var cachedQueue: DispatchQueue?
   @exclusivity(unchecked) var cachedOutbox: Outbox?
+  /// Queues let go of under a promise's lock — the cached queue a look-up replaced, the
+  /// queues `QueueGraveyard` held — released by `finishPlacing()` after unlocking.
+  ///
+  /// Either may be the last reference, and releasing a queue runs Dispatch's code (and may
+  /// free it), which belongs outside a lock (Docs/Design.md, I6). Its capacity is reserved
+  /// at creation, so keeping a queue here allocates only past `displacedCapacity` queues in one
+  /// settlement.
+  @exclusivity(unchecked) var displaced: ContiguousArray<DispatchQueue>
+  /// Whether `displaced` holds queues: the one flag `finishPlacing()` reads for it.
+  @exclusivity(unchecked) var hasDisplaced = false
+  static let displacedCapacity = 8
+
+  init() {
+    displaced = []
+    displaced.reserveCapacity(Self.displacedCapacity)
+  }
 
   /// One block to dispatch: an outbox's, or a global queue's batch.
   struct PendingDispatch {
@@ -103,6 +119,7 @@ final class Drain {
     // reference) would run Dispatch code that refills them (AddressSanitizer caught a double
     // free). Another thread releases it later.
     if let cachedQueue { QueueGraveyard.bury(cachedQueue) }
+    for queue in displaced { QueueGraveyard.bury(queue) }
   }
 
   /// The calling thread's drain, created on first use.
@@ -137,7 +154,7 @@ final class Drain {
   /// After unlocking: what `Drain.finishPlacing()` does, on this drain.
   @usableFromInline @inline(__always)
   func finishPlacing() {
-    if firstDispatch != nil { flush() }
+    if firstDispatch != nil || hasDisplaced { flush() }
     forwardIfNeeded()
   }
 
@@ -160,6 +177,10 @@ final class Drain {
   /// Dispatches the deferred blocks, in the order they were deferred.
   @inline(never)
   private func flush() {
+    if hasDisplaced {
+      hasDisplaced = false
+      displaced.removeAll(keepingCapacity: true)
+    }
     if let first = firstDispatch {
       firstDispatch = nil
       Drain.dispatch(first)
@@ -336,10 +357,12 @@ final class Drain {
 
   @inline(never)
   private func cacheOutbox(of queue: DispatchQueue) -> Outbox {
-    QueueGraveyard.empty()
+    QueueGraveyard.empty(into: &displaced)
     let outbox = Outbox.of(queue)
+    if let replaced = cachedQueue { displaced.append(replaced) }
     cachedQueue = queue
     cachedOutbox = outbox
+    hasDisplaced = !displaced.isEmpty
     return outbox
   }
 
@@ -379,15 +402,14 @@ enum QueueGraveyard {
     storage.lock.unlock()
   }
 
-  /// Releases the buried queues.
+  /// Moves the buried queues into `queues`, for the caller to release after unlocking.
   @inline(__always)
-  static func empty() {
+  static func empty(into queues: inout ContiguousArray<DispatchQueue>) {
     guard isOccupied.load(ordering: .relaxed) else { return }
     storage.lock.lock()
-    let queues = storage.queues
-    storage.queues = []
+    queues.append(contentsOf: storage.queues)
+    storage.queues.removeAll(keepingCapacity: true)
     isOccupied.store(false, ordering: .relaxed)
     storage.lock.unlock()
-    _ = queues
   }
 }
