@@ -5,6 +5,8 @@ import Promises
   import FoundationNetworking
 #endif
 
+extension Exchange: RequestCancellable {}
+
 /// One call of `HTTPClient.send`: runs the actions of a `RequestStateMachine` and feeds back
 /// what happens, settling one promise.
 ///
