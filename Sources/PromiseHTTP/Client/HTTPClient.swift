@@ -233,16 +233,18 @@ public final class HTTPClient: Sendable {
     let chain = InterceptorChain(
       authenticator: authenticates ? authenticator : nil, interceptors: configuration.interceptors,
       retryPolicy: request.retryPolicy ?? retryPolicy, queue: callbackQueue)
-    let operation = RequestOperation(
-      settings: RequestStateMachine.Settings(
+    let settings = RequestSettings(
+      machine: RequestStateMachine.Settings(
         request: urlRequest, method: request.method, acceptable: acceptable, timeout: timeout,
         maximumQueueWait: maximumQueueWait, deadlineAllowed: request.deadline?.allowed,
         sensitiveParameters: sensitiveParameters),
-      deadline: request.deadline, transport: transport, chain: chain,
-      queue: requestQueue, maximumBodySize: maximumResponseSize,
-      redirectPolicy: request.redirectPolicy ?? redirectPolicy, sensitiveHeaders: sensitiveNames,
-      sensitiveParameters: sensitiveParameters,
-      scheduler: configuration.scheduler, callbackQueue: callbackQueue, resolver: resolver)
+      exchange: ExchangeSettings(
+        maximumBodySize: maximumResponseSize, redirectPolicy: request.redirectPolicy ?? redirectPolicy,
+        sensitiveHeaders: sensitiveNames, sensitiveParameters: sensitiveParameters),
+      deadline: request.deadline, chain: chain, scheduler: configuration.scheduler,
+      callbackQueue: callbackQueue)
+    let operation = RequestOperation(
+      settings: settings, transport: transport, queue: requestQueue, resolver: resolver)
     resolver.onCancel { operation.cancel() }
     operation.enqueue()
     return promise
