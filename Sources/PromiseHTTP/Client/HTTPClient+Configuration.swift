@@ -77,6 +77,26 @@ extension HTTPClient {
     /// the client's deadline as a backstop, is always real time.
     public var scheduler: any PromiseScheduler
 
+    /// `HTTPClient.defaultTimeout`, where its rationale is.
+    @usableFromInline static let defaultTimeout: Duration = .seconds(30)
+    /// `HTTPClient.defaultMaximumResponseSize`, where its rationale is.
+    @usableFromInline static let defaultMaximumResponseSize = 4 << 20
+    /// `HTTPClient.defaultMaximumQueueWait`, where its rationale is.
+    @usableFromInline static let defaultMaximumQueueWait: Duration = .seconds(60)
+
+    /// `HTTPClient.makeDefaultConfiguration()`: ephemeral, nothing shared with other sessions.
+    @usableFromInline
+    static func makeDefaultSessionConfiguration() -> URLSessionConfiguration {
+      let configuration = URLSessionConfiguration.ephemeral
+      configuration.httpCookieStorage = nil
+      configuration.httpShouldSetCookies = false
+      configuration.httpCookieAcceptPolicy = .never
+      configuration.urlCache = nil
+      configuration.urlCredentialStorage = nil
+      configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+      return configuration
+    }
+
     /// Creates a configuration; every parameter defaults to the documented default.
     ///
     /// - Parameters:
@@ -97,15 +117,15 @@ extension HTTPClient {
     ///   - interceptors: Steps of your own, in order; none by default.
     ///   - scheduler: The clock of deadlines, queue waits and backoff; `PromiseSchedulers.default`.
     public init(
-      sessionConfiguration: URLSessionConfiguration = HTTPClient.makeDefaultConfiguration(),
+      sessionConfiguration: URLSessionConfiguration = Configuration.makeDefaultSessionConfiguration(),
       defaultHeaders: HTTPHeaders = [:], callbackQueue: DispatchQueue? = nil,
-      retryPolicy: RetryPolicy = .default, timeout: Duration = HTTPClient.defaultTimeout,
+      retryPolicy: RetryPolicy = .default, timeout: Duration = Configuration.defaultTimeout,
       maximumConcurrentRequestsPerHost: Int? = nil,
-      maximumQueueWait: Duration = HTTPClient.defaultMaximumQueueWait,
-      maximumResponseSize: Int = HTTPClient.defaultMaximumResponseSize,
+      maximumQueueWait: Duration = Configuration.defaultMaximumQueueWait,
+      maximumResponseSize: Int = Configuration.defaultMaximumResponseSize,
       redirectPolicy: RedirectPolicy = .default,
-      sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
-      sensitiveQueryParameters: Set<String> = HTTPClient.defaultSensitiveQueryParameters,
+      sensitiveHeaders: Set<String> = HeaderNameSet.defaultNames,
+      sensitiveQueryParameters: Set<String> = ParameterNameSet.defaultNames,
       acceptableStatusCodes: Range<Int> = 200..<300, authenticator: TokenAuthenticator? = nil,
       interceptors: [any HTTPInterceptor] = [], scheduler: any PromiseScheduler = PromiseSchedulers.default
     ) {

@@ -99,27 +99,25 @@ public final class HTTPClient: Sendable {
   private let requestQueue: RequestQueue
 
   /// 30 s: a mobile connection that has not answered by then will not.
-  public static let defaultTimeout: Duration = .seconds(30)
+  public static let defaultTimeout: Duration = Configuration.defaultTimeout
 
   /// 4 MiB: far above a JSON API response, small enough that a hundred concurrent requests,
   /// or a decompression bomb, cannot exhaust memory.
-  public static let defaultMaximumResponseSize = 4 << 20
+  public static let defaultMaximumResponseSize = Configuration.defaultMaximumResponseSize
 
   /// 10 redirects: more than any legitimate chain, fewer than a loop would take to notice.
-  public static let defaultMaximumRedirects = 10
+  public static let defaultMaximumRedirects = RedirectPolicy.defaultMaximum
 
   /// 60 s, twice the default `timeout`: a burst of a few hundred short requests to one host drains
   /// well within it; a request that has waited longer is better reported than sent that late.
-  public static let defaultMaximumQueueWait: Duration = .seconds(60)
+  public static let defaultMaximumQueueWait: Duration = Configuration.defaultMaximumQueueWait
 
   /// `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie` and `X-Api-Key`.
   ///
   /// The credential fields of HTTP itself (RFC 9110 §11.6.2 and §11.7.2, RFC 6265), and the
   /// most common field for an API key. Extend it with the fields your API uses for secrets:
   /// `HTTPClient.defaultSensitiveHeaders.union(["X-Session-Token"])`.
-  public static let defaultSensitiveHeaders: Set<String> = [
-    "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key",
-  ]
+  public static let defaultSensitiveHeaders: Set<String> = HeaderNameSet.defaultNames
 
   /// The names of query parameters, JSON members and form fields whose values are redacted:
   /// `access_token`, `refresh_token`, `id_token`, `token`, `api_key`, `apikey`, `key`,
@@ -132,23 +130,12 @@ public final class HTTPClient: Sendable {
   /// one of its words, is in the list, in any case, so some harmless names are hidden too
   /// (`country_code`, `sort_key`): a log loses a detail, never a secret. Change it with
   /// `HTTPClient.defaultSensitiveQueryParameters.union(["ticket"])` or `.subtracting(["code"])`.
-  public static let defaultSensitiveQueryParameters: Set<String> = [
-    "access_token", "refresh_token", "id_token", "token", "api_key", "apikey", "key", "password", "passwd",
-    "pwd", "secret", "client_secret", "signature", "sig", "code", "session", "auth", "authorization",
-    "credential", "credentials", "jwt", "assertion",
-  ]
+  public static let defaultSensitiveQueryParameters: Set<String> = ParameterNameSet.defaultNames
 
   /// Returns the configuration a client uses by default: ephemeral, with no cookie storage,
   /// no URL cache and no credential storage, so nothing is shared with other sessions.
   public static func makeDefaultConfiguration() -> URLSessionConfiguration {
-    let configuration = URLSessionConfiguration.ephemeral
-    configuration.httpCookieStorage = nil
-    configuration.httpShouldSetCookies = false
-    configuration.httpCookieAcceptPolicy = .never
-    configuration.urlCache = nil
-    configuration.urlCredentialStorage = nil
-    configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-    return configuration
+    Configuration.makeDefaultSessionConfiguration()
   }
 
   /// Creates a client for `baseURL` made as `configuration` says; every default by default.
@@ -239,25 +226,25 @@ public final class HTTPClient: Sendable {
     }
     let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
     let acceptable = request.acceptableStatusCodes ?? acceptableStatusCodes
-    var steps: [any HTTPInterceptor] = []
     // The token goes to the base URL's origin only, and not over an `Authorization` of its own.
-    if let authenticator, urlRequest.url.map({ Redirects.isSameOrigin($0, baseURL) }) == true,
-      urlRequest.value(forHTTPHeaderField: "Authorization") == nil
-    {
-      steps.append(authenticator)
-    }
-    steps += configuration.interceptors
-    steps.append(request.retryPolicy ?? retryPolicy)
-    let operation = RequestOperation(
-      settings: RequestStateMachine.Settings(
+    let authenticates =
+      urlRequest.url.map({ Redirects.isSameOrigin($0, baseURL) }) == true
+      && urlRequest.value(forHTTPHeaderField: "Authorization") == nil
+    let chain = InterceptorChain(
+      authenticator: authenticates ? authenticator : nil, interceptors: configuration.interceptors,
+      retryPolicy: request.retryPolicy ?? retryPolicy, queue: callbackQueue)
+    let settings = RequestSettings(
+      machine: RequestStateMachine.Settings(
         request: urlRequest, method: request.method, acceptable: acceptable, timeout: timeout,
         maximumQueueWait: maximumQueueWait, deadlineAllowed: request.deadline?.allowed,
         sensitiveParameters: sensitiveParameters),
-      deadline: request.deadline, transport: transport, chain: InterceptorChain(steps, queue: callbackQueue),
-      queue: requestQueue, maximumBodySize: maximumResponseSize,
-      redirectPolicy: request.redirectPolicy ?? redirectPolicy, sensitiveHeaders: sensitiveNames,
-      sensitiveParameters: sensitiveParameters,
-      scheduler: configuration.scheduler, callbackQueue: callbackQueue, resolver: resolver)
+      exchange: ExchangeSettings(
+        maximumBodySize: maximumResponseSize, redirectPolicy: request.redirectPolicy ?? redirectPolicy,
+        sensitiveHeaders: sensitiveNames, sensitiveParameters: sensitiveParameters),
+      deadline: request.deadline, chain: chain, scheduler: configuration.scheduler,
+      callbackQueue: callbackQueue)
+    let operation = RequestOperation(
+      settings: settings, transport: transport, queue: requestQueue, resolver: resolver)
     resolver.onCancel { operation.cancel() }
     operation.enqueue()
     return promise

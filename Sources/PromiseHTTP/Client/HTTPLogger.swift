@@ -36,8 +36,8 @@ public struct HTTPLogger: HTTPInterceptor {
   ///     (names match case-insensitively and word by word, as in `HTTPClient`).
   ///   - log: Receives each line, on the client's `callbackQueue`.
   public init(
-    sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
-    sensitiveQueryParameters: Set<String> = HTTPClient.defaultSensitiveQueryParameters,
+    sensitiveHeaders: Set<String> = HeaderNameSet.defaultNames,
+    sensitiveQueryParameters: Set<String> = ParameterNameSet.defaultNames,
     log: @escaping @Sendable (String) -> Void
   ) {
     self.sensitiveHeaders = sensitiveHeaders

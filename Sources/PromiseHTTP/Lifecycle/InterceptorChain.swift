@@ -11,18 +11,33 @@ import Promises
 /// A step that answers with a promise already settled (a token held, a retry decision) is
 /// followed at once; one that is still pending is followed on `queue` when it settles.
 struct InterceptorChain: Sendable {
+  /// The steps that decide: all of them, in order.
   let steps: [any HTTPInterceptor]
-  /// The steps that adapt: all but `RetryPolicy`, whose `adapt` is the default.
+  /// The steps that adapt: all but the retry policy, whose `adapt` is the default.
   let adapters: [any HTTPInterceptor]
-  /// The steps that observe: the built-in ones (`TokenAuthenticator`, `RetryPolicy`) do not,
-  /// and a client without other steps dispatches nothing for observation.
+  /// The steps that observe: the configured interceptors; the built-in steps (authenticator,
+  /// retry policy) do not, so a client without other steps dispatches nothing for observation.
   let observers: [any HTTPInterceptor]
   let queue: DispatchQueue
 
+  /// The chain of one request, from what `send` knows: the authenticator first (when it applies
+  /// to the request), then `interceptors`, then the retry policy.
+  init(
+    authenticator: (any HTTPInterceptor)?, interceptors: [any HTTPInterceptor],
+    retryPolicy: any HTTPInterceptor, queue: DispatchQueue
+  ) {
+    let adapters = (authenticator.map { [$0] } ?? []) + interceptors
+    self.steps = adapters + [retryPolicy]
+    self.adapters = adapters
+    self.observers = interceptors
+    self.queue = queue
+  }
+
+  /// A chain of `steps` that each adapt, decide and observe.
   init(_ steps: [any HTTPInterceptor], queue: DispatchQueue) {
     self.steps = steps
-    self.adapters = steps.filter { !($0 is RetryPolicy) }
-    self.observers = steps.filter { !($0 is TokenAuthenticator) && !($0 is RetryPolicy) }
+    self.adapters = steps
+    self.observers = steps
     self.queue = queue
   }
 

@@ -5,6 +5,8 @@ import Promises
   import FoundationNetworking
 #endif
 
+extension Exchange: RequestCancellable {}
+
 /// One call of `HTTPClient.send`: runs the actions of a `RequestStateMachine` and feeds back
 /// what happens, settling one promise.
 ///
@@ -19,38 +21,24 @@ final class RequestOperation: @unchecked Sendable {
   private let lock = NSLock()
   private var machine: RequestStateMachine
   private let transport: Transport
-  private let chain: InterceptorChain
   private let queue: RequestQueue
   private let queueKey: RequestQueueKey
-  private let requestDeadline: Deadline?
-  private let maximumBodySize: Int
-  private let redirectPolicy: RedirectPolicy
-  private let sensitiveHeaders: HeaderNameSet
-  private let sensitiveParameters: ParameterNameSet
-  private let scheduler: any PromiseScheduler
-  private let callbackQueue: DispatchQueue
+  private let settings: RequestSettings
+  private var chain: InterceptorChain { settings.chain }
+  private var scheduler: any PromiseScheduler { settings.scheduler }
+  private var callbackQueue: DispatchQueue { settings.callbackQueue }
   /// Settles the promise once (later calls are ignored); released with its cancel handler.
   private let resolver: Promise<HTTPResponse>.Resolver
 
   init(
-    settings: RequestStateMachine.Settings, deadline: Deadline?, transport: Transport,
-    chain: InterceptorChain, queue: RequestQueue, maximumBodySize: Int, redirectPolicy: RedirectPolicy,
-    sensitiveHeaders: HeaderNameSet, sensitiveParameters: ParameterNameSet, scheduler: any PromiseScheduler,
-    callbackQueue: DispatchQueue,
+    settings: RequestSettings, transport: Transport, queue: RequestQueue,
     resolver: Promise<HTTPResponse>.Resolver
   ) {
-    self.machine = RequestStateMachine(settings)
-    self.requestDeadline = deadline
+    self.machine = RequestStateMachine(settings.machine)
+    self.settings = settings
     self.transport = transport
-    self.chain = chain
     self.queue = queue
-    self.queueKey = RequestQueueKey(settings.request.url!)
-    self.maximumBodySize = maximumBodySize
-    self.redirectPolicy = redirectPolicy
-    self.sensitiveHeaders = sensitiveHeaders
-    self.sensitiveParameters = sensitiveParameters
-    self.scheduler = scheduler
-    self.callbackQueue = callbackQueue
+    self.queueKey = RequestQueueKey(settings.machine.request.url!)
     self.resolver = resolver
   }
 
@@ -58,7 +46,7 @@ final class RequestOperation: @unchecked Sendable {
   func enqueue() {
     // The queue's strong reference keeps a waiting operation alive; it goes when it leaves.
     guard let ticket = queue.enqueue(queueKey, start: { [self] in slotGranted() }) else { return }
-    let remaining = requestDeadline?.remaining
+    let remaining = settings.deadline?.remaining
     run { $0.queued(ticket, deadlineRemaining: remaining) }
   }
 
@@ -68,7 +56,7 @@ final class RequestOperation: @unchecked Sendable {
   }
 
   private func slotGranted() {
-    let remaining = requestDeadline?.remaining
+    let remaining = settings.deadline?.remaining
     let now = scheduler.now
     run { $0.slotGranted(now: now, deadlineRemaining: remaining) }
   }
@@ -99,10 +87,7 @@ final class RequestOperation: @unchecked Sendable {
       adapt(request, attempt)
     case .exchange(let request, let id, let attempt):
       chain.observe(.willSend(request, attempt))
-      let exchange = transport.start(
-        request, maximumBodySize: maximumBodySize, redirectPolicy: redirectPolicy,
-        sensitiveHeaders: sensitiveHeaders, sensitiveParameters: sensitiveParameters
-      ) { [self] outcome in
+      let exchange = transport.start(request, settings: settings.exchange) { [self] outcome in
         switch outcome {
         case .success(let response): chain.observe(.didReceive(response, attempt))
         case .failure(let error): chain.observe(.didFail(error, attempt))

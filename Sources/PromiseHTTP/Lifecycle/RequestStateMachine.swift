@@ -11,8 +11,6 @@ protocol RequestCancellable: Sendable {
   func cancel()
 }
 
-extension Exchange: RequestCancellable {}
-
 /// The life of one request as a value: every event returns the one action its owner must run.
 ///
 /// No lock, no thread, no clock, no socket: time comes in as `now` (the client scheduler's

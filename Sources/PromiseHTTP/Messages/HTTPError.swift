@@ -89,6 +89,15 @@ public enum HTTPError: Error, Sendable {
   }
 }
 
+extension HTTPError {
+  /// The host and port of `url`, lowercased, the port made explicit (80 for `http`, 443 for
+  /// `https`): the origin a request waits for, as `RequestQueueKey` shows it.
+  static func origin(_ url: URL) -> String {
+    let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+    return "\(url.host?.lowercased() ?? ""):\(port)"
+  }
+}
+
 extension HTTPError: CustomStringConvertible, CustomDebugStringConvertible, LocalizedError, CustomReflectable
 {
   /// One line for a log: what went wrong and the URL, with credentials redacted.
@@ -120,7 +129,7 @@ extension HTTPError: CustomStringConvertible, CustomDebugStringConvertible, Loca
     case .tooManyRedirects(let limit, let url):
       return "too many redirects (a loop, or more than \(limit)) for \(Redaction.text(url))"
     case .queueWaitExceeded(let limit, let url):
-      let host = url.map { RequestQueueKey($0).description } ?? "its host"
+      let host = url.map(Self.origin) ?? "its host"
       return
         "HTTP request to \(Redaction.text(url)) was never sent: waited \(limit) for a connection to \(host)"
     }

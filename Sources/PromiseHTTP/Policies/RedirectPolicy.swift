@@ -21,7 +21,10 @@ public enum RedirectPolicy: Sendable, Hashable {
   case doNotFollow
 
   /// Follows at most 10 redirects (`HTTPClient.defaultMaximumRedirects`).
-  public static let `default` = RedirectPolicy.follow(maximum: HTTPClient.defaultMaximumRedirects)
+  public static let `default` = RedirectPolicy.follow(maximum: defaultMaximum)
+
+  /// 10: `HTTPClient.defaultMaximumRedirects`, where its rationale is.
+  static let defaultMaximum = 10
 
   /// The most redirects followed: the maximum of `follow`, 0 for `doNotFollow`.
   public var maximumRedirects: Int {

@@ -4,6 +4,17 @@ import Foundation
   import FoundationNetworking
 #endif
 
+/// What one exchange runs by, resolved once per request.
+struct ExchangeSettings: Sendable {
+  /// The body size limit, counted after decompression.
+  var maximumBodySize: Int
+  var redirectPolicy: RedirectPolicy
+  /// Removed from a redirect to another origin; redacted from errors.
+  var sensitiveHeaders: HeaderNameSet
+  /// Redacted from the URLs and excerpts of errors.
+  var sensitiveParameters: ParameterNameSet
+}
+
 /// A client's `URLSession` with its delegate; the session is invalidated when the last user goes.
 ///
 /// Requests in flight keep the transport alive, so a client released mid-request still
@@ -28,16 +39,15 @@ final class Transport: Sendable {
 
   /// Starts a data task for `request`; `completion` runs once unless the exchange is cancelled.
   func start(
-    _ request: URLRequest, maximumBodySize: Int, redirectPolicy: RedirectPolicy,
-    sensitiveHeaders: HeaderNameSet, sensitiveParameters: ParameterNameSet,
+    _ request: URLRequest, settings: ExchangeSettings,
     completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) -> Exchange {
     let task = session.dataTask(with: request)
     // A hop the exchange follows itself holds the transport until its task completes.
     let exchange = Exchange(
-      task: task, request: request, requestURL: request.url!, maximumBodySize: maximumBodySize,
-      redirectPolicy: redirectPolicy, sensitiveHeaders: sensitiveHeaders,
-      sensitiveParameters: sensitiveParameters,
+      task: task, request: request, requestURL: request.url!, maximumBodySize: settings.maximumBodySize,
+      redirectPolicy: settings.redirectPolicy, sensitiveHeaders: settings.sensitiveHeaders,
+      sensitiveParameters: settings.sensitiveParameters,
       startTask: { [self] hop, exchange in
         let task = session.dataTask(with: hop)
         delegate.add(exchange, for: task)

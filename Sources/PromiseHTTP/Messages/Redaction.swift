@@ -200,6 +200,7 @@ enum Redaction {
 /// its words is: words are split at `-`, `_`, `.` and other punctuation and where a lower-case
 /// letter meets an upper-case one, so `X-Amz-Signature`, `oauth_token`, `accessToken` and
 /// `session.id` match `signature`, `token`, `token` and `session`.
+@usableFromInline
 struct ParameterNameSet: Sendable, Hashable {
   /// The names, lowercased.
   private let lowercased: Set<String>
@@ -209,8 +210,17 @@ struct ParameterNameSet: Sendable, Hashable {
     lowercased = Set(names.map { $0.lowercased() })
   }
 
-  /// `HTTPClient.defaultSensitiveQueryParameters`: what a value not made by a client is redacted by.
-  static let defaultSensitive = ParameterNameSet(HTTPClient.defaultSensitiveQueryParameters)
+  /// The default of `HTTPClient.Configuration.sensitiveQueryParameters` and `HTTPLogger`'s
+  /// (`HTTPClient.defaultSensitiveQueryParameters`, where its rationale is).
+  @usableFromInline
+  static let defaultNames: Set<String> = [
+    "access_token", "refresh_token", "id_token", "token", "api_key", "apikey", "key", "password", "passwd",
+    "pwd", "secret", "client_secret", "signature", "sig", "code", "session", "auth", "authorization",
+    "credential", "credentials", "jwt", "assertion",
+  ]
+
+  /// `defaultNames`: what a value not made by a client is redacted by.
+  static let defaultSensitive = ParameterNameSet(defaultNames)
 
   /// Returns whether `name`, or one of its words, is in the set, in any case.
   func contains(_ name: String) -> Bool {
@@ -245,6 +255,7 @@ struct ParameterNameSet: Sendable, Hashable {
 }
 
 /// A set of header names compared case-insensitively: the sensitive headers of a client.
+@usableFromInline
 struct HeaderNameSet: Sendable, Hashable {
   /// The names, lowercased.
   private let lowercased: Set<String>
@@ -254,8 +265,15 @@ struct HeaderNameSet: Sendable, Hashable {
     lowercased = Set(names.map { $0.lowercased() } + Redaction.alwaysSensitive.map { $0.lowercased() })
   }
 
-  /// `HTTPClient.defaultSensitiveHeaders`: what a value not made by a client is redacted by.
-  static let defaultSensitive = HeaderNameSet(sensitive: HTTPClient.defaultSensitiveHeaders)
+  /// The default of `HTTPClient.Configuration.sensitiveHeaders` and `HTTPLogger`'s
+  /// (`HTTPClient.defaultSensitiveHeaders`, where its rationale is).
+  @usableFromInline
+  static let defaultNames: Set<String> = [
+    "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Api-Key",
+  ]
+
+  /// `defaultNames`: what a value not made by a client is redacted by.
+  static let defaultSensitive = HeaderNameSet(sensitive: defaultNames)
 
   /// Returns whether `name` is in the set, in any case.
   func contains(_ name: String) -> Bool {
