@@ -17,16 +17,13 @@ import Promises
 /// `fetchToken` runs on the thread that needs the token, outside any lock. Fetch the token with
 /// a client that has no authenticator (the token endpoint must not wait for a token), and do
 /// not capture the authenticated client strongly in it: that would be a retain cycle.
-public final class TokenAuthenticator: @unchecked Sendable {
-  // Safety of `@unchecked Sendable`: `state` is read and written only while `lock` is held;
-  // the other stored properties are constants of `Sendable` types.
-  private let lock = NSLock()
-  private var state: State = .empty
+public final class TokenAuthenticator: Sendable {
+  private let state = LockedBox<State>(.empty)
   private let fetchToken: @Sendable () -> Promise<String>
   /// The authorization scheme put before the token, `"Bearer"` by default.
   public let scheme: String
 
-  private enum State {
+  private enum State: Sendable {
     case empty
     case fetching(Promise<String>)
     case valid(String)
@@ -45,39 +42,33 @@ public final class TokenAuthenticator: @unchecked Sendable {
 
   /// Forgets the current token: the next request fetches a new one.
   public func invalidate() {
-    lock.lock()
-    if case .valid = state { state = .empty }
-    lock.unlock()
+    state.withLock { state in
+      if case .valid = state { state = .empty }
+    }
   }
 
   /// Returns the current token, fetching it if there is none (single-flight).
   func token() -> Promise<String> {
-    lock.lock()
-    switch state {
-    case .valid(let token):
-      lock.unlock()
-      return Promise(token)
-    case .fetching(let promise):
-      lock.unlock()
-      return promise
-    case .empty:
-      return startFetchUnlocking()
+    let next: Next = state.withLock { state in
+      switch state {
+      case .valid(let token): return .token(token)
+      case .fetching(let promise): return .shared(promise)
+      case .empty: return Self.startFetch(in: &state)
+      }
     }
+    return run(next)
   }
 
   /// Returns a token other than `stale`: the one a concurrent refresh got, or a new one.
   func token(replacing stale: String) -> Promise<String> {
-    lock.lock()
-    switch state {
-    case .valid(let token) where token != stale:
-      lock.unlock()
-      return Promise(token)
-    case .fetching(let promise):
-      lock.unlock()
-      return promise
-    case .valid, .empty:
-      return startFetchUnlocking()
+    let next: Next = state.withLock { state in
+      switch state {
+      case .valid(let token) where token != stale: return .token(token)
+      case .fetching(let promise): return .shared(promise)
+      case .valid, .empty: return Self.startFetch(in: &state)
+      }
     }
+    return run(next)
   }
 
   /// The `Authorization` header value for `token`.
@@ -85,23 +76,41 @@ public final class TokenAuthenticator: @unchecked Sendable {
     scheme.isEmpty ? token : "\(scheme) \(token)"
   }
 
-  /// Starts a fetch; called with `lock` held, returns with it released.
-  private func startFetchUnlocking() -> Promise<String> {
+  /// What a token request does after unlocking.
+  private enum Next {
+    case token(String)
+    case shared(Promise<String>)
+    case fetch(Promise<String>, Promise<String>.Resolver)
+  }
+
+  /// Marks a fetch as started (inside `withLock`); the fetch itself starts after unlocking.
+  private static func startFetch(in state: inout State) -> Next {
     let (shared, resolver) = Promise<String>.pending()
     state = .fetching(shared)
-    lock.unlock()
-    fetchToken().whenSettled(on: .global()) { [self] result in
-      lock.lock()
-      if case .fetching(let current) = state, current === shared {
-        switch result {
-        case .success(let token): state = .valid(token)
-        case .failure: state = .empty
+    return .fetch(shared, resolver)
+  }
+
+  /// Runs what a token request decided, after unlocking.
+  private func run(_ next: Next) -> Promise<String> {
+    switch next {
+    case .token(let token):
+      return Promise(token)
+    case .shared(let promise):
+      return promise
+    case .fetch(let shared, let resolver):
+      fetchToken().whenSettled(on: .global()) { [self] result in
+        state.withLock { state in
+          if case .fetching(let current) = state, current === shared {
+            switch result {
+            case .success(let token): state = .valid(token)
+            case .failure: state = .empty
+            }
+          }
         }
+        resolver.resolve(result)
       }
-      lock.unlock()
-      resolver.resolve(result)
+      return shared
     }
-    return shared
   }
 }
 
@@ -135,14 +144,13 @@ extension TokenAuthenticator: HTTPInterceptor {
 extension TokenAuthenticator: CustomStringConvertible, CustomReflectable {
   /// The scheme and whether a token is held; never the token itself.
   public var description: String {
-    lock.lock()
-    let held: String
-    switch state {
-    case .empty: held = "no token"
-    case .fetching: held = "fetching a token"
-    case .valid: held = "token \(Redaction.placeholder)"
+    let held: String = state.withLock { state in
+      switch state {
+      case .empty: "no token"
+      case .fetching: "fetching a token"
+      case .valid: "token \(Redaction.placeholder)"
+      }
     }
-    lock.unlock()
     return "TokenAuthenticator(\(scheme), \(held))"
   }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Promises
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking
@@ -15,13 +16,11 @@ import Foundation
 /// A hop that must repeat the request's body (a 307 or 308, say) is followed with a task of
 /// the exchange's own, started once FoundationNetworking has delivered the 3xx: it would send
 /// that hop without the body (see `Redirects.repeatsBody`).
-final class Exchange: @unchecked Sendable {
-  // Safety of `@unchecked Sendable`: `machine` is read and written only while `lock` is held;
-  // `startTask` is a `Sendable` constant. No action runs under the lock, but for the answer to
-  // a redirect question (see `redirect(_:to:answer:)`).
-  private let lock = NSLock()
+final class Exchange: Sendable {
+  // No action runs under the lock, but for the answer to a redirect question (see
+  // `redirect(_:to:answer:)`).
   private typealias Machine = ExchangeStateMachine<URLSessionDataTask>
-  private var machine: Machine
+  private let machine: LockedBox<Machine>
   /// Makes the task of a hop the exchange follows itself, registered with the session's
   /// delegate and not resumed.
   private let startTask: @Sendable (URLRequest, Exchange) -> URLSessionDataTask
@@ -32,13 +31,14 @@ final class Exchange: @unchecked Sendable {
     startTask: @escaping @Sendable (URLRequest, Exchange) -> URLSessionDataTask,
     completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) {
-    self.machine = Machine(
-      task: task,
-      settings: Machine.Settings(
-        request: request, requestURL: requestURL, maximumBodySize: maximumBodySize,
-        redirectPolicy: redirectPolicy, sensitiveHeaders: sensitiveHeaders,
-        sensitiveParameters: sensitiveParameters),
-      completion: completion)
+    self.machine = LockedBox(
+      Machine(
+        task: task,
+        settings: Machine.Settings(
+          request: request, requestURL: requestURL, maximumBodySize: maximumBodySize,
+          redirectPolicy: redirectPolicy, sensitiveHeaders: sensitiveHeaders,
+          sensitiveParameters: sensitiveParameters),
+        completion: completion))
     self.startTask = startTask
   }
 
@@ -49,9 +49,7 @@ final class Exchange: @unchecked Sendable {
 
   /// Records the response head; refuses a declared, uncompressed length above the limit.
   func receive(_ response: URLResponse) -> URLSession.ResponseDisposition {
-    lock.lock()
-    let (disposition, action) = machine.receive(response)
-    lock.unlock()
+    let (disposition, action) = machine.withLock { $0.receive(response) }
     perform(action)
     return disposition
   }
@@ -75,20 +73,19 @@ final class Exchange: @unchecked Sendable {
   func redirect(
     _ redirection: HTTPURLResponse, to proposed: URLRequest, answer: (URLRequest?) -> Void
   ) {
-    lock.lock()
-    let (decision, action) = machine.redirect(redirection, to: proposed)
-    // The one exception to "actions run after unlocking": the answer only queues work on
-    // FoundationNetworking's queue, and must be queued before any `cancel()` of the task.
-    if case .answer(let request) = decision { answer(request) }
-    lock.unlock()
+    let action = machine.withLock { machine in
+      let (decision, action) = machine.redirect(redirection, to: proposed)
+      // The one exception to "actions run after unlocking": the answer only queues work on
+      // FoundationNetworking's queue, and must be queued before any `cancel()` of the task.
+      if case .answer(let request) = decision { answer(request) }
+      return action
+    }
     perform(action)
   }
 
   /// Notes that an authentication challenge was refused, so that the 401 itself is delivered.
   func refuseChallenge() {
-    lock.lock()
-    machine.refuseChallenge()
-    lock.unlock()
+    machine.withLock { $0.refuseChallenge() }
   }
 
   /// Delivers the outcome when the task completes, or starts the hop the exchange follows
@@ -99,9 +96,7 @@ final class Exchange: @unchecked Sendable {
 
   /// Applies `event` to the machine under the lock, then runs the action it returns.
   private func run(_ event: (inout Machine) -> Machine.Action) {
-    lock.lock()
-    let action = event(&machine)
-    lock.unlock()
+    let action = machine.withLock { event(&$0) }
     perform(action)
   }
 

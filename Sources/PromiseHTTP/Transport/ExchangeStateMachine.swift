@@ -343,3 +343,7 @@ extension ExchangeStateMachine {
     }
   }
 }
+
+// Checked by the compiler: the machine is `Sendable` when its task is, so `Exchange` can hold it
+// in a `LockedBox` without `@unchecked`.
+extension ExchangeStateMachine: Sendable where Task: Sendable {}

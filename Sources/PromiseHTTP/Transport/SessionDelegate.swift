@@ -1,4 +1,5 @@
 import Foundation
+import Promises
 
 #if canImport(FoundationNetworking)
   import FoundationNetworking
@@ -9,22 +10,19 @@ import Foundation
 /// FoundationNetworking ignores per-task delegates (`URLSessionTask.delegate`; measured on
 /// Swift 6.3.1: a task with only a task delegate never completes), so one delegate serves the
 /// whole session and looks exchanges up by task identifier.
-final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
-  // Safety of `@unchecked Sendable`: `exchanges` is read and written only while `lock` is held.
-  private let lock = NSLock()
-  private var exchanges: [Int: Exchange] = [:]
+final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
+  /// The exchanges by task identifier.
+  private let exchanges = LockedBox<[Int: Exchange]>([:])
 
   /// Registers `exchange` as the one `task` serves, before the task is resumed.
   func add(_ exchange: Exchange, for task: URLSessionTask) {
-    lock.lock()
-    exchanges[task.taskIdentifier] = exchange
-    lock.unlock()
+    exchanges.withLock { $0[task.taskIdentifier] = exchange }
   }
 
   private func exchange(for task: URLSessionTask, removing: Bool = false) -> Exchange? {
-    lock.lock()
-    defer { lock.unlock() }
-    return removing ? exchanges.removeValue(forKey: task.taskIdentifier) : exchanges[task.taskIdentifier]
+    exchanges.withLock {
+      removing ? $0.removeValue(forKey: task.taskIdentifier) : $0[task.taskIdentifier]
+    }
   }
 
   func urlSession(

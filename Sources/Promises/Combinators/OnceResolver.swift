@@ -8,20 +8,22 @@ import Foundation
 /// pending after the result has settled (the losers of a race) do not keep it alive. Emptying
 /// the box retires those nodes: an input that nobody else waits on can then be cancelled
 /// (`ForwardingNode.retire()`), whether the result was cancelled or decided.
-final class OnceResolver<Value: Sendable>: @unchecked Sendable {
-  // Safety: `resolver` and `nodes` are only accessed while `lock` is held. What `take` empties
-  // is handed to the caller and released after unlocking.
-  private let lock = NSLock()
-  private var resolver: Promise<Value>.Resolver?
-  /// The nodes waiting on the inputs, each with its input; its capacity is reserved up front,
-  /// so tracking a node never allocates under the lock.
-  private var nodes: [(node: ForwardingNode<Value>, input: Promise<Value>)]
+final class OnceResolver<Value: Sendable>: Sendable {
+  /// What `take` empties is handed to the caller and released after unlocking.
+  private let state: LockedBox<State>
+
+  private struct State: Sendable {
+    var resolver: Promise<Value>.Resolver?
+    /// The nodes waiting on the inputs, each with its input; its capacity is reserved up
+    /// front, so tracking a node never allocates under the lock.
+    var nodes: [(node: ForwardingNode<Value>, input: Promise<Value>)]
+  }
 
   /// Creates a box for `resolver` that will track the nodes of `inputs` inputs.
   init(_ resolver: Promise<Value>.Resolver, inputs: Int = 1) {
-    self.resolver = resolver
-    nodes = []
+    var nodes: [(node: ForwardingNode<Value>, input: Promise<Value>)] = []
     nodes.reserveCapacity(inputs)
+    state = LockedBox(State(resolver: resolver, nodes: nodes))
   }
 
   /// Keeps `node` a live observer of its input until the box is emptied; returns `node`.
@@ -29,9 +31,9 @@ final class OnceResolver<Value: Sendable>: @unchecked Sendable {
   /// Call before registering the node. The box and the node then reference each other until
   /// the box is emptied or the node fires.
   func track(_ node: ForwardingNode<Value>, on input: Promise<Value>) -> ForwardingNode<Value> {
-    let tracked = lock.withLock {
-      guard resolver != nil else { return false }
-      nodes.append((node, input))
+    let tracked = state.withLock { state in
+      guard state.resolver != nil else { return false }
+      state.nodes.append((node, input))
       return true
     }
     if !tracked { node.retire() }
@@ -74,12 +76,12 @@ final class OnceResolver<Value: Sendable>: @unchecked Sendable {
 
   /// Takes the resolver out of the box (once; `nil` afterwards) and retires the nodes.
   func take() -> Promise<Value>.Resolver? {
-    let (resolver, nodes) = lock.withLock {
+    let (resolver, nodes) = state.withLock { state in
       defer {
-        self.resolver = nil
-        self.nodes = []
+        state.resolver = nil
+        state.nodes = []
       }
-      return (self.resolver, self.nodes)
+      return (state.resolver, state.nodes)
     }
     // Retired nodes leave their inputs at once: an input that stays pending (a race's loser,
     // a shared promise given many timeouts) must not pile them up.

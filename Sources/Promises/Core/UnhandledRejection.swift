@@ -17,7 +17,7 @@ public struct UnhandledRejection: Sendable, CustomStringConvertible {
     "unhandled rejection of the promise created at \(site): \(error)"
   }
 
-  private static let storage = LockedHandler(defaultHandler)
+  private static let storage = LockedBox(defaultHandler)
 
   /// The handler in place until you set one: `logToStandardError` in debug builds of this
   /// package, `nil` (silent) in release builds.
@@ -47,35 +47,19 @@ public struct UnhandledRejection: Sendable, CustomStringConvertible {
   /// at any time. It is called on whichever thread releases the rejected promise, so keep it
   /// short and thread-safe (log, count, or assert in tests).
   public static var handler: (@Sendable (UnhandledRejection) -> Void)? {
-    get { storage.get() }
-    set { storage.set(newValue) }
+    get { storage.withLock { $0 } }
+    set {
+      // The value replaced is released after unlocking: its deinit may be user code.
+      let replaced = storage.withLock { stored in
+        defer { stored = newValue }
+        return stored
+      }
+      _ = replaced
+    }
   }
 
   static func report(_ error: any Error, site: CreationSite) {
-    guard let handler = storage.get() else { return }
+    guard let handler = storage.withLock({ $0 }) else { return }
     handler(UnhandledRejection(error: error, site: site))
-  }
-}
-
-/// A lock-protected optional handler.
-private final class LockedHandler: @unchecked Sendable {
-  // Safety: `value` is only accessed while `lock` is held.
-  private let lock = NSLock()
-  private var value: (@Sendable (UnhandledRejection) -> Void)?
-
-  init(_ value: (@Sendable (UnhandledRejection) -> Void)?) {
-    self.value = value
-  }
-
-  func get() -> (@Sendable (UnhandledRejection) -> Void)? {
-    lock.lock()
-    defer { lock.unlock() }
-    return value
-  }
-
-  func set(_ newValue: (@Sendable (UnhandledRejection) -> Void)?) {
-    lock.lock()
-    value = newValue
-    lock.unlock()
   }
 }

@@ -3,7 +3,7 @@ import Foundation
 
 /// Holds the scheduler that time-based combinators use when no `scheduler:` is passed.
 public enum PromiseSchedulers {
-  private static let storage = LockedScheduler(DispatchTimeScheduler())
+  private static let storage = LockedBox<any PromiseScheduler>(DispatchTimeScheduler())
 
   /// Gets or sets the scheduler used when no `scheduler:` is given; `DispatchTimeScheduler()` at first.
   ///
@@ -12,26 +12,14 @@ public enum PromiseSchedulers {
   /// affects every caller in the process (including libraries): in tests, prefer passing
   /// `scheduler:` explicitly over replacing the default.
   public static var `default`: any PromiseScheduler {
-    get { storage.get() }
-    set { storage.set(newValue) }
-  }
-}
-
-/// A lock-protected scheduler reference.
-private final class LockedScheduler: @unchecked Sendable {
-  // Safety: `value` is only accessed while `lock` is held.
-  private let lock = NSLock()
-  private var value: any PromiseScheduler
-
-  init(_ value: any PromiseScheduler) {
-    self.value = value
-  }
-
-  func get() -> any PromiseScheduler {
-    lock.withLock { value }
-  }
-
-  func set(_ newValue: any PromiseScheduler) {
-    lock.withLock { value = newValue }
+    get { storage.withLock { $0 } }
+    set {
+      // The value replaced is released after unlocking: its deinit may be user code.
+      let replaced = storage.withLock { stored in
+        defer { stored = newValue }
+        return stored
+      }
+      _ = replaced
+    }
   }
 }

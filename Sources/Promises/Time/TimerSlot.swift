@@ -7,12 +7,14 @@ import Foundation
 /// scheduler whose `cancel()` is lazy cannot keep a settled promise (or what a retry factory
 /// captured) alive. `fire` and `disarm` may race: whichever comes first wins, the other does
 /// nothing. A slot is used once.
-final class TimerSlot: @unchecked Sendable {
-  // Safety: `work`, `handle` and `isDone` are only accessed while `lock` is held.
-  private let lock = NSLock()
-  private var work: (@Sendable () -> Void)?
-  private var handle: (any ScheduledWork)?
-  private var isDone = false
+final class TimerSlot: Sendable {
+  private let state = LockedBox(State())
+
+  private struct State: Sendable {
+    var work: (@Sendable () -> Void)?
+    var handle: (any ScheduledWork)?
+    var isDone = false
+  }
 
   init() {}
 
@@ -21,16 +23,16 @@ final class TimerSlot: @unchecked Sendable {
     after delay: Duration, on queue: DispatchQueue, scheduler: any PromiseScheduler,
     _ work: @escaping @Sendable () -> Void
   ) {
-    let started: Bool = lock.withLock {
-      guard !isDone, self.work == nil else { return false }
-      self.work = work
+    let started: Bool = state.withLock { state in
+      guard !state.isDone, state.work == nil else { return false }
+      state.work = work
       return true
     }
     guard started else { return }
     let handle = scheduler.schedule(after: delay, on: queue) { [self] in fire() }
-    let keep: Bool = lock.withLock {
-      guard !isDone else { return false }
-      self.handle = handle
+    let keep: Bool = state.withLock { state in
+      guard !state.isDone else { return false }
+      state.handle = handle
       return true
     }
     if !keep { handle.cancel() }
@@ -38,27 +40,29 @@ final class TimerSlot: @unchecked Sendable {
 
   /// Runs the work unless the slot was disarmed.
   private func fire() {
-    let work: (@Sendable () -> Void)? = lock.withLock {
+    let work: (@Sendable () -> Void)? = state.withLock { state in
       defer {
-        self.work = nil
-        handle = nil
-        isDone = true
+        state.work = nil
+        state.handle = nil
+        state.isDone = true
       }
-      return self.work
+      return state.work
     }
     work?()
   }
 
   /// Cancels the timer (if started) and releases the work; the work will not run.
   func disarm() {
-    let handle: (any ScheduledWork)? = lock.withLock {
+    let (handle, work): ((any ScheduledWork)?, (@Sendable () -> Void)?) = state.withLock { state in
       defer {
-        work = nil
-        self.handle = nil
-        isDone = true
+        state.work = nil
+        state.handle = nil
+        state.isDone = true
       }
-      return self.handle
+      return (state.handle, state.work)
     }
     handle?.cancel()
+    // Released after unlocking: what the work captures may run user code in its deinit.
+    _ = work
   }
 }
