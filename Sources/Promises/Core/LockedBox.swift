@@ -51,6 +51,21 @@ package struct LockedBox<State> {
     }
   }
 
+  /// Returns a copy of the state, read under the lock.
+  package func load() -> State {
+    withLock { $0 }
+  }
+
+  /// Replaces the state with `newState` and returns the state it replaced, so that the caller
+  /// releases it after unlocking (its `deinit` may be user code).
+  @discardableResult
+  package func exchange(_ newState: State) -> State {
+    withLock { state in
+      defer { state = newState }
+      return state
+    }
+  }
+
   /// The state (header) and the mutex (the one element), in one allocation.
   private final class Storage: ManagedBuffer<State, pthread_mutex_t> {
     static func create(_ state: State) -> Storage {

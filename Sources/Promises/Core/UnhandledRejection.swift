@@ -47,15 +47,9 @@ public struct UnhandledRejection: Sendable, CustomStringConvertible {
   /// at any time. It is called on whichever thread releases the rejected promise, so keep it
   /// short and thread-safe (log, count, or assert in tests).
   public static var handler: (@Sendable (UnhandledRejection) -> Void)? {
-    get { storage.withLock { $0 } }
-    set {
-      // The value replaced is released after unlocking: its deinit may be user code.
-      let replaced = storage.withLock { stored in
-        defer { stored = newValue }
-        return stored
-      }
-      _ = replaced
-    }
+    get { storage.load() }
+    // The value replaced is released after unlocking: its deinit may be user code.
+    set { _ = storage.exchange(newValue) }
   }
 
   static func report(_ error: any Error, site: CreationSite) {

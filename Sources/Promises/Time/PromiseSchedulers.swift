@@ -12,14 +12,8 @@ public enum PromiseSchedulers {
   /// affects every caller in the process (including libraries): in tests, prefer passing
   /// `scheduler:` explicitly over replacing the default.
   public static var `default`: any PromiseScheduler {
-    get { storage.withLock { $0 } }
-    set {
-      // The value replaced is released after unlocking: its deinit may be user code.
-      let replaced = storage.withLock { stored in
-        defer { stored = newValue }
-        return stored
-      }
-      _ = replaced
-    }
+    get { storage.load() }
+    // The value replaced is released after unlocking: its deinit may be user code.
+    set { _ = storage.exchange(newValue) }
   }
 }
