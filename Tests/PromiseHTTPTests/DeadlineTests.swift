@@ -6,6 +6,12 @@ import Testing
 
 @Suite("Deadline", .timeLimit(.minutes(1)))
 struct DeadlineTests {
+  /// How long the server holds a response the test must see time out: longer than the suite's
+  /// time limit, so that the answer cannot arrive first even when the whole process stalls
+  /// (under ThreadSanitizer, with a child test process loading both cores, three virtual-time
+  /// tests were resumed after more than 20 s, when a 20 s delay had already answered). The
+  /// server's sleep ends when it stops, so nothing waits for it.
+  static let neverInTime: Duration = .seconds(300)
   // MARK: On virtual time: exact, and no wall-clock wait
   //
   // The timeouts are of several seconds although no test waits for them: libcurl's own
@@ -60,7 +66,7 @@ struct DeadlineTests {
   @Test func oneDeadlineCoversAWholeChain() async throws {
     try await withServer({ router in
       router.on("GET", "/first") { _ in .respond(.text("1")) }
-      router.on("GET", "/second") { _ in .slowHeaders(.text("2"), delay: .seconds(20)) }
+      router.on("GET", "/second") { _ in .slowHeaders(.text("2"), delay: Self.neverInTime) }
     }) { server in
       // The client's own timeout is 60 s: only the chain's deadline can end this at 20 s.
       let clock = VirtualTimeScheduler()
@@ -83,7 +89,7 @@ struct DeadlineTests {
 
   @Test func theEarlierOfTheDeadlineAndTheTimeoutApplies() async throws {
     try await withServer({ router in
-      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .seconds(20)) }
+      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: Self.neverInTime) }
     }) { server in
       let clock = VirtualTimeScheduler()
       let client = server.client(timeout: .seconds(20), scheduler: clock)
@@ -100,7 +106,7 @@ struct DeadlineTests {
 
   @Test func aServerThatNeverAnswersTimesOutAsSoonAsTheClockPassesTheTimeout() async throws {
     try await withServer({ router in
-      router.on("GET", "/never") { _ in .slowHeaders(.text("late"), delay: .seconds(20)) }
+      router.on("GET", "/never") { _ in .slowHeaders(.text("late"), delay: Self.neverInTime) }
     }) { server in
       let clock = VirtualTimeScheduler()
       let request = server.client(timeout: .seconds(30), scheduler: clock).get("never")
@@ -121,7 +127,7 @@ struct DeadlineTests {
 
   @Test func slowHeadersTimeOutAtTheClientsDeadlineInRealTime() async throws {
     try await withServer({ router in
-      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .seconds(20)) }
+      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: Self.neverInTime) }
     }) { server in
       let client = server.client(timeout: .milliseconds(300))
       let start = ContinuousClock.now
