@@ -219,12 +219,20 @@ public final class HTTPClient: Sendable {
   public func send(
     _ request: HTTPRequest, file: StaticString = #fileID, line: UInt = #line
   ) -> Promise<HTTPResponse> {
+    send(request, adjusting: nil, file: file, line: line)
+  }
+
+  /// Sends `request` as `send(_:)` does, with its settings adjusted by `adjust` once they are
+  /// resolved (a transfer's body sink or upload body, say); `adjust` may refuse the request.
+  func send(
+    _ request: HTTPRequest, adjusting adjust: ((inout RequestSettings) -> HTTPError?)?, file: StaticString,
+    line: UInt
+  ) -> Promise<HTTPResponse> {
     let urlRequest: URLRequest
     switch prepare(request) {
     case .success(let prepared): urlRequest = prepared
     case .failure(let error): return Promise(error: error, file: file, line: line)
     }
-    let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
     let acceptable = request.acceptableStatusCodes ?? acceptableStatusCodes
     // The token goes to the base URL's origin only, and not over an `Authorization` of its own.
     let authenticates =
@@ -233,7 +241,7 @@ public final class HTTPClient: Sendable {
     let chain = InterceptorChain(
       authenticator: authenticates ? authenticator : nil, interceptors: configuration.interceptors,
       retryPolicy: request.retryPolicy ?? retryPolicy, queue: callbackQueue)
-    let settings = RequestSettings(
+    var settings = RequestSettings(
       machine: RequestStateMachine.Settings(
         request: urlRequest, method: request.method, acceptable: acceptable, timeout: timeout,
         maximumQueueWait: maximumQueueWait, deadlineAllowed: request.deadline?.allowed,
@@ -243,6 +251,8 @@ public final class HTTPClient: Sendable {
         sensitiveHeaders: sensitiveNames, sensitiveParameters: sensitiveParameters),
       deadline: request.deadline, chain: chain, scheduler: configuration.scheduler,
       callbackQueue: callbackQueue)
+    if let adjust, let error = adjust(&settings) { return Promise(error: error, file: file, line: line) }
+    let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
     let operation = RequestOperation(
       settings: settings, transport: transport, queue: requestQueue, resolver: resolver)
     resolver.onCancel { operation.cancel() }

@@ -86,6 +86,7 @@ final class RequestOperation: @unchecked Sendable {
     case .adapt(let request, let attempt):
       adapt(request, attempt)
     case .exchange(let request, let id, let attempt):
+      let request = settings.exchange.bodySink?.prepare(request) ?? request
       chain.observe(.willSend(request, attempt))
       let exchange = transport.start(request, settings: settings.exchange) { [self] outcome in
         switch outcome {

@@ -28,6 +28,7 @@ final class Exchange: Sendable {
   init(
     task: URLSessionDataTask, request: URLRequest, requestURL: URL, maximumBodySize: Int,
     redirectPolicy: RedirectPolicy, sensitiveHeaders: HeaderNameSet, sensitiveParameters: ParameterNameSet,
+    bodySink: (any ResponseBodySink)? = nil,
     startTask: @escaping @Sendable (URLRequest, Exchange) -> URLSessionDataTask,
     completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) {
@@ -37,7 +38,7 @@ final class Exchange: Sendable {
         settings: Machine.Settings(
           request: request, requestURL: requestURL, maximumBodySize: maximumBodySize,
           redirectPolicy: redirectPolicy, sensitiveHeaders: sensitiveHeaders,
-          sensitiveParameters: sensitiveParameters),
+          sensitiveParameters: sensitiveParameters, bodySink: bodySink),
         completion: completion))
     self.startTask = startTask
   }
@@ -48,13 +49,21 @@ final class Exchange: Sendable {
   }
 
   /// Records the response head; refuses a declared, uncompressed length above the limit.
+  ///
+  /// With a body sink, the sink decides where the body goes first (outside the lock).
   func receive(_ response: URLResponse) -> URLSession.ResponseDisposition {
-    let (disposition, action) = machine.withLock { $0.receive(response) }
+    var (disposition, action) = machine.withLock { $0.receive(response) }
+    if case .ask(let sink, let head) = action {
+      let decision = sink.begin(head)
+      (disposition, action) = machine.withLock { $0.sinkDecided(decision, for: head) }
+    }
     perform(action)
     return disposition
   }
 
   /// Appends body bytes (already decompressed); cancels the task once past the size limit.
+  ///
+  /// A consumed body goes to the sink, outside the lock (the delegate queue keeps the order).
   func append(_ data: Data) {
     run { $0.append(data) }
   }
@@ -115,6 +124,11 @@ final class Exchange: Sendable {
     case .resume(let task, let thenCancel):
       task.resume()
       if thenCancel { task.cancel() }
+    case .write(let sink, let data):
+      if let error = sink.write(data) { run { $0.sinkFailed(error) } }
+    case .ask:
+      // Handled by `receive`, the only event that returns it.
+      assertionFailure("a sink question outside receive")
     }
   }
 }

@@ -60,6 +60,11 @@ struct ExchangeStateMachine<Task> {
     /// Resumes the hop's task, then cancels it if `thenCancel` (the exchange was cancelled
     /// while it was being made).
     case resume(Task, thenCancel: Bool)
+    /// Asks the body sink where the body of this response head goes (`begin`), then reports
+    /// the answer with `sinkDecided`; returned by `receive` only.
+    case ask(any ResponseBodySink, HTTPURLResponse)
+    /// Hands body bytes to the sink (`write`); reports a failure with `sinkFailed`.
+    case write(any ResponseBodySink, Data)
   }
 
   /// The end of the exchange: the outcome, and the task to cancel first.
@@ -78,6 +83,8 @@ struct ExchangeStateMachine<Task> {
     var redirectPolicy: RedirectPolicy
     var sensitiveHeaders: HeaderNameSet
     var sensitiveParameters: ParameterNameSet
+    /// Where the body of a final response goes; `nil` collects it in memory.
+    var bodySink: (any ResponseBodySink)? = nil
   }
 
   let settings: Settings
@@ -93,6 +100,10 @@ struct ExchangeStateMachine<Task> {
   private var visited: [URL]
   private var response: HTTPURLResponse?
   private var body = Data()
+  /// Whether the current response's body goes to the sink rather than to `body`.
+  private(set) var consuming = false
+  /// The bytes of the current response's body handed to the sink.
+  private(set) var consumedBytes: Int64 = 0
   private var refusedChallenge = false
   /// Whether `task` has completed.
   private var taskCompleted = false
@@ -147,7 +158,41 @@ struct ExchangeStateMachine<Task> {
     // The 3xx of a hop the exchange follows itself is not the answer: its size does not count.
     let awaitingHop = if case .awaitingHop = state { true } else { false }
     let hasBody = method != "HEAD" && !awaitingHop
-    if hasBody, !encoded, http.expectedContentLength > Int64(settings.maximumBodySize) {
+    consuming = false
+    consumedBytes = 0
+    if hasBody, completion != nil, let sink = settings.bodySink {
+      self.response = http
+      body = Data()
+      return (.allow, .ask(sink, http))
+    }
+    return accept(http, limited: hasBody && !encoded)
+  }
+
+  /// The sink decided where the body of `head` goes (the answer to `.ask`).
+  mutating func sinkDecided(
+    _ decision: ResponseBodyDecision, for head: HTTPURLResponse
+  ) -> (URLSession.ResponseDisposition, Action) {
+    // Cancelled, or failed, while the sink was deciding.
+    guard completion != nil, case .receiving = state else { return (.cancel, .none) }
+    switch decision {
+    case .consume:
+      consuming = true
+      return (.allow, .none)
+    case .collect:
+      let encoded =
+        head.value(forHTTPHeaderField: "Content-Encoding").map { !$0.isEmpty && $0 != "identity" } ?? false
+      return accept(head, limited: !encoded)
+    case .fail(let error):
+      return (.cancel, fail(error, cancellingTask: false))
+    }
+  }
+
+  /// Keeps `http` as the response whose body is collected in memory; refuses a declared length
+  /// above the limit when `limited`.
+  private mutating func accept(_ http: HTTPURLResponse, limited: Bool) -> (
+    URLSession.ResponseDisposition, Action
+  ) {
+    if limited, http.expectedContentLength > Int64(settings.maximumBodySize) {
       return (.cancel, fail(.tooLarge(limit: settings.maximumBodySize, url: errorURL), cancellingTask: false))
     }
     if completion != nil {
@@ -157,11 +202,20 @@ struct ExchangeStateMachine<Task> {
     return (.allow, .none)
   }
 
+  /// The sink refused bytes it was given: the exchange ends with `error`, the task cancelled.
+  mutating func sinkFailed(_ error: HTTPError) -> Action {
+    fail(error, cancellingTask: !taskCompleted)
+  }
+
   /// Body bytes arrived (already decompressed); past the size limit the exchange fails and the
   /// task is cancelled (no completion handler is pending in this callback).
   mutating func append(_ data: Data) -> Action {
     // Dropped: the body of a 3xx whose hop the exchange follows itself, or of a finished one.
     guard case .receiving = state else { return .none }
+    if consuming, let sink = settings.bodySink {
+      consumedBytes += Int64(data.count)
+      return .write(sink, data)
+    }
     guard body.count + data.count <= settings.maximumBodySize else {
       return fail(.tooLarge(limit: settings.maximumBodySize, url: errorURL), cancellingTask: true)
     }
@@ -292,7 +346,7 @@ struct ExchangeStateMachine<Task> {
         ?? URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: ($0 as NSError).localizedDescription])
     }
     if let unknown = urlError, unknown.code == .unknown, let response,
-      response.expectedContentLength > Int64(body.count),
+      response.expectedContentLength > Int64(body.count) + consumedBytes,
       TransportFailure.message(of: unknown).flatMap({ TransportFailure.malformedResponse($0, code: .unknown) }
       )
         == nil

@@ -13,6 +13,8 @@ struct ExchangeSettings: Sendable {
   var sensitiveHeaders: HeaderNameSet
   /// Redacted from the URLs and excerpts of errors.
   var sensitiveParameters: ParameterNameSet
+  /// Where the body of a final response goes; `nil` collects it in memory.
+  var bodySink: (any ResponseBodySink)? = nil
 }
 
 /// A client's `URLSession` with its delegate; the session is invalidated when the last user goes.
@@ -47,7 +49,7 @@ final class Transport: Sendable {
     let exchange = Exchange(
       task: task, request: request, requestURL: request.url!, maximumBodySize: settings.maximumBodySize,
       redirectPolicy: settings.redirectPolicy, sensitiveHeaders: settings.sensitiveHeaders,
-      sensitiveParameters: settings.sensitiveParameters,
+      sensitiveParameters: settings.sensitiveParameters, bodySink: settings.bodySink,
       startTask: { [self] hop, exchange in
         let task = session.dataTask(with: hop)
         delegate.add(exchange, for: task)
