@@ -70,14 +70,6 @@ public enum HTTPError: Error, Sendable {
     return nil
   }
 
-  /// Returns a transport error with a clean `URLError`, as `TransportFailure` builds it.
-  ///
-  /// Its code is refined from libcurl's message where FoundationNetworking gave `.unknown`; the
-  /// message is kept with credentials removed, and the URL without user-info.
-  static func transportFailure(_ error: URLError, url: URL?) -> HTTPError {
-    .transport(TransportFailure.urlError(from: error, url: url), url: url.map(Redaction.url))
-  }
-
   /// The most characters of a body excerpt that `description` shows: 120, on one line.
   static let descriptionExcerptLimit = 120
 
@@ -108,7 +100,7 @@ extension HTTPError: CustomStringConvertible, CustomDebugStringConvertible, Loca
   public var description: String {
     switch self {
     case .transport(let error, let url):
-      let message = TransportFailure.message(of: error).map {
+      let message = error.failureMessage.map {
         ": \(Redaction.message($0, limit: Self.excerptLimit))"
       }
       return
@@ -162,7 +154,7 @@ extension HTTPError: CustomStringConvertible, CustomDebugStringConvertible, Loca
     case .transport(let error, let url):
       children = [
         "code": error.code.rawValue,
-        "message": TransportFailure.message(of: error).map { Redaction.message($0, limit: Self.excerptLimit) }
+        "message": error.failureMessage.map { Redaction.message($0, limit: Self.excerptLimit) }
           ?? "",
         "url": Redaction.text(url),
       ]
@@ -232,5 +224,14 @@ extension HTTPError: CustomStringConvertible, CustomDebugStringConvertible, Loca
     case .userAuthenticationRequired: return "authentication required"
     default: return "URL error"
     }
+  }
+}
+
+extension URLError {
+  /// The message FoundationNetworking gave the error (libcurl's, often), if it gave one.
+  var failureMessage: String? {
+    guard let text = userInfo[NSLocalizedDescriptionKey] as? String else { return nil }
+    let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+    return trimmed.isEmpty ? nil : trimmed
   }
 }

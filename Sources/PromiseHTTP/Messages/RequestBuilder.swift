@@ -61,7 +61,7 @@ struct RequestBuilder: Sendable {
   /// The default headers under the request's own; without the sensitive defaults off-origin.
   func headers(for request: HTTPRequest, to url: URL) -> HTTPHeaders {
     var merged = defaultHeaders
-    if !Redirects.isSameOrigin(url, baseURL) {
+    if !Origin.same(url, baseURL) {
       // An absolute URL elsewhere (a link from a response, say) gets no default credential.
       for field in defaultHeaders where sensitiveHeaders.contains(field.name) { merged[field.name] = nil }
     }

@@ -24,19 +24,9 @@ enum Redirects {
     case unsupportedScheme(String)
   }
 
-  /// Whether `a` and `b` have the same scheme, host and port (default ports filled in).
+  /// Whether `a` and `b` have the same scheme, host and port (see `Origin`).
   static func isSameOrigin(_ a: URL, _ b: URL) -> Bool {
-    guard let schemeA = a.scheme?.lowercased(), let schemeB = b.scheme?.lowercased() else { return false }
-    return schemeA == schemeB && a.host?.lowercased() == b.host?.lowercased()
-      && (a.port ?? defaultPort(schemeA)) == (b.port ?? defaultPort(schemeB))
-  }
-
-  static func defaultPort(_ scheme: String) -> Int? {
-    switch scheme {
-    case "http": return 80
-    case "https": return 443
-    default: return nil
-    }
+    Origin.same(a, b)
   }
 
   /// Removes the sensitive fields of `configuration.httpAdditionalHeaders`; returns them under

@@ -78,9 +78,7 @@ enum TransportFailure {
 
   /// Returns the message FoundationNetworking gave the error, if it gave one.
   static func message(of error: URLError) -> String? {
-    guard let text = error.userInfo[NSLocalizedDescriptionKey] as? String else { return nil }
-    let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-    return trimmed.isEmpty ? nil : trimmed
+    error.failureMessage
   }
 
   /// Returns the code libcurl's `message` means, when FoundationNetworking only said `.unknown`.
@@ -133,5 +131,15 @@ extension Redaction {
     if hadQuery { components.percentEncodedQuery = nil }
     guard let string = components.string else { return placeholder }
     return hadQuery ? "\(string)?\(placeholder)" : string
+  }
+}
+
+extension HTTPError {
+  /// Returns a transport error with a clean `URLError`, as `TransportFailure` builds it.
+  ///
+  /// Its code is refined from libcurl's message where FoundationNetworking gave `.unknown`; the
+  /// message is kept with credentials removed, and the URL without user-info.
+  static func transportFailure(_ error: URLError, url: URL?) -> HTTPError {
+    .transport(TransportFailure.urlError(from: error, url: url), url: url.map(Redaction.url))
   }
 }
