@@ -1,4 +1,5 @@
 import Foundation
+import Promises
 
 /// The origin a request is queued under: scheme, host and port, as `URLSession` pools connections.
 struct RequestQueueKey: Hashable, Sendable, CustomStringConvertible {
@@ -32,9 +33,9 @@ struct RequestQueueTicket: Hashable, Sendable {
 /// - a waiting job is stored in a dictionary by ticket, its ticket in a FIFO of tickets;
 /// - `remove(_:)` deletes the job from the dictionary only, leaving its ticket in the FIFO;
 /// - `release(_:)` pops tickets until one still has a job, dropping the stale ones.
-struct RequestQueueState<Job> {
+struct RequestQueueState<Job: Sendable>: Sendable {
   /// A FIFO on an array and a head index; the consumed prefix is dropped once it is half the array.
-  private struct FIFO {
+  private struct FIFO: Sendable {
     private var items: [UInt64] = []
     private var head = 0
 
@@ -59,7 +60,7 @@ struct RequestQueueState<Job> {
     }
   }
 
-  private struct Host {
+  private struct Host: Sendable {
     var running = 0
     var waiting = FIFO()
     var jobs: [UInt64: Job] = [:]
@@ -145,52 +146,44 @@ struct RequestQueueState<Job> {
 /// keeps further tasks waiting inside libcurl, where their deadlines would run out before they
 /// are sent. The client keeps them here instead, and starts their deadlines when they leave.
 /// Jobs run outside the lock, on the thread that admitted or released them.
-final class RequestQueue: @unchecked Sendable {
-  // Safety of `@unchecked Sendable`: `state` is read and written only while `lock` is held;
-  // the jobs it stores are `@Sendable`. No job runs under the lock.
-  private let lock = NSLock()
-  private var state: RequestQueueState<@Sendable () -> Void>
+final class RequestQueue: Sendable {
+  /// No job runs under the lock, and a job taken out is released after unlocking.
+  private let state: LockedBox<RequestQueueState<@Sendable () -> Void>>
+
+  /// The most requests in flight at once per origin.
+  let limit: Int
 
   /// Creates a queue that lets at most `limit` requests (at least 1) run at once per origin.
   init(limit: Int) {
-    state = RequestQueueState(limit: limit)
+    let state = RequestQueueState<@Sendable () -> Void>(limit: limit)
+    self.limit = state.limit
+    self.state = LockedBox(state)
   }
-
-  /// The most requests in flight at once per origin.
-  var limit: Int { state.limit }
 
   /// Runs `start` now if `key` has a free slot, else queues it until `release(_:)` frees one.
   ///
   /// - Returns: `nil` if `start` ran, or the ticket of the waiting job. A started job holds its
   ///   slot until `release(_:)`.
   func enqueue(_ key: RequestQueueKey, start: @escaping @Sendable () -> Void) -> RequestQueueTicket? {
-    lock.lock()
-    let ticket = state.enqueue(start, for: key)
-    lock.unlock()
+    let ticket = state.withLock { $0.enqueue(start, for: key) }
     if ticket == nil { start() }
     return ticket
   }
 
   /// Takes a waiting request out of the queue; returns `false` if it has been started already.
   func remove(_ ticket: RequestQueueTicket) -> Bool {
-    lock.lock()
-    let job = state.remove(ticket)
-    lock.unlock()
+    let job = state.withLock { $0.remove(ticket) }
     return job != nil
   }
 
   /// Frees the slot of a finished request and starts the next one waiting for `key`, if any.
   func release(_ key: RequestQueueKey) {
-    lock.lock()
-    let next = state.release(key)
-    lock.unlock()
+    let next = state.withLock { $0.release(key) }
     next?()
   }
 
   /// The requests of `key` in flight and waiting, for tests.
   func counts(for key: RequestQueueKey) -> (running: Int, waiting: Int) {
-    lock.lock()
-    defer { lock.unlock() }
-    return (state.runningCount(for: key), state.waitingCount(for: key))
+    state.withLock { ($0.runningCount(for: key), $0.waitingCount(for: key)) }
   }
 }

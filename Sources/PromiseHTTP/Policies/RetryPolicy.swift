@@ -194,26 +194,24 @@ extension RetryPolicy: HTTPInterceptor {
 /// A policy is a value copied into each request; with the generator stored in it, every request
 /// drew from its own copy, and a seeded generator gave every request the same jitter — a herd of
 /// clients built from one seed retried in step.
-private final class JitterSource: @unchecked Sendable {
-  // Safety of `@unchecked Sendable`: `state` is read and written only while `lock` is held.
-  private let lock = NSLock()
-  private var state: any RandomNumberGenerator & Sendable
+private final class JitterSource: Sendable {
+  /// The generator, advanced under the lock so that two requests never draw the same numbers.
+  ///
+  /// A draw calls the generator's `next()`, user code when the user supplies the generator,
+  /// with the lock held: the draw must advance the one shared state atomically.
+  private let state: LockedBox<any RandomNumberGenerator & Sendable>
 
   init(_ generator: any RandomNumberGenerator & Sendable) {
-    state = generator
+    state = LockedBox(generator)
   }
 
   /// The generator's current state.
   var generator: any RandomNumberGenerator & Sendable {
-    lock.lock()
-    defer { lock.unlock() }
-    return state
+    state.load()
   }
 
   /// Returns `backoff`'s delay before retry number `retry`, drawing any jitter from the generator.
   func duration(of backoff: RetryDelay, beforeRetry retry: Int) -> Duration {
-    lock.lock()
-    defer { lock.unlock() }
-    return backoff.duration(beforeRetry: retry, using: &state)
+    state.withLock { backoff.duration(beforeRetry: retry, using: &$0) }
   }
 }

@@ -100,27 +100,48 @@ struct FanOutState<Value: Sendable> {
 }
 
 /// One run of `Promise.all(maxConcurrent:_:)`.
-final class FanOut<Value: Sendable>: @unchecked Sendable {
-  // Safety: `state`, `factories` and `resolver` are only accessed while `lock` is held;
-  // `queue` is a constant. Factories are called after unlocking, on `queue`.
-  private let lock = NSLock()
-  private var state: FanOutState<Value>
-  private var factories: [(@Sendable () throws -> Promise<Value>)?]
-  private var resolver: Promise<[Value]>.Resolver?
+final class FanOut<Value: Sendable>: Sendable {
+  /// Factories are called after unlocking, on `queue`; what the fan-out ends with is released
+  /// after unlocking.
+  private let state: LockedBox<State>
   private let queue: DispatchQueue
+
+  private struct State: Sendable {
+    var fanOut: FanOutState<Value>
+    var factories: [(@Sendable () throws -> Promise<Value>)?]
+    var resolver: Promise<[Value]>.Resolver?
+
+    /// Takes the resolver and the factories out.
+    mutating func takeResources() -> Resources {
+      defer {
+        resolver = nil
+        factories = []
+      }
+      return Resources(resolver: resolver, factories: factories)
+    }
+  }
+
+  /// The resolver and the factories left uncalled, taken out together when the fan-out ends.
+  private struct Resources {
+    let resolver: Promise<[Value]>.Resolver?
+    /// Released by the caller after unlocking: what the closures capture may run user code
+    /// in its deinit.
+    let factories: [(@Sendable () throws -> Promise<Value>)?]
+  }
 
   init(
     factories: [@Sendable () throws -> Promise<Value>], limit: Int,
     resolver: Promise<[Value]>.Resolver, queue: DispatchQueue
   ) {
-    self.factories = factories
-    self.state = FanOutState(count: factories.count, limit: limit)
-    self.resolver = resolver
+    self.state = LockedBox(
+      State(
+        fanOut: FanOutState(count: factories.count, limit: limit), factories: factories,
+        resolver: resolver))
     self.queue = queue
   }
 
   func startInitial() {
-    let indices = lock.withLock { state.startInitial() }
+    let indices = state.withLock { $0.fanOut.startInitial() }
     for index in indices {
       queue.async { [self] in start(index) }
     }
@@ -128,10 +149,10 @@ final class FanOut<Value: Sendable>: @unchecked Sendable {
 
   /// Calls the factory at `index`; runs on `queue`.
   private func start(_ index: Int) {
-    let factory: (@Sendable () throws -> Promise<Value>)? = lock.withLock {
-      guard !state.isFinished else { return nil }
-      defer { factories[index] = nil }
-      return factories[index]
+    let factory: (@Sendable () throws -> Promise<Value>)? = state.withLock { state in
+      guard !state.fanOut.isFinished else { return nil }
+      defer { state.factories[index] = nil }
+      return state.factories[index]
     }
     guard let factory else { return }
     let promise: Promise<Value>
@@ -148,7 +169,7 @@ final class FanOut<Value: Sendable>: @unchecked Sendable {
       }
     }
     let input = RunningInput(promise: promise, node: node)
-    guard lock.withLock({ state.started(input, at: index) }) else {
+    guard state.withLock({ $0.fanOut.started(input, at: index) }) else {
       input.cancel()
       return
     }
@@ -156,10 +177,11 @@ final class FanOut<Value: Sendable>: @unchecked Sendable {
   }
 
   private func fulfilled(_ value: Value, at index: Int) {
-    let (completion, resources): (FanOutState<Value>.Completion, Resources?) = lock.withLock {
-      let completion = state.fulfilled(value, at: index)
+    let (completion, resources): (FanOutState<Value>.Completion, Resources?) = state.withLock {
+      state in
+      let completion = state.fanOut.fulfilled(value, at: index)
       guard case .fulfill = completion else { return (completion, nil) }
-      return (completion, takeResources())
+      return (completion, state.takeResources())
     }
     switch completion {
     case .none: break
@@ -184,27 +206,10 @@ final class FanOut<Value: Sendable>: @unchecked Sendable {
 
   /// Finishes the state and takes the resources out, unless it had finished already.
   private func stop() -> (FanOutState<Value>.Stop, Resources)? {
-    lock.withLock {
-      guard let stopped = state.fail() else { return nil }
-      return (stopped, takeResources())
+    state.withLock { state in
+      guard let stopped = state.fanOut.fail() else { return nil }
+      return (stopped, state.takeResources())
     }
-  }
-
-  /// The resolver and the factories left uncalled, taken out together when the fan-out ends.
-  private struct Resources {
-    let resolver: Promise<[Value]>.Resolver?
-    /// Released by the caller after unlocking: what the closures capture may run user code
-    /// in its deinit.
-    let factories: [(@Sendable () throws -> Promise<Value>)?]
-  }
-
-  /// Takes the resolver and the factories out; called with `lock` held.
-  private func takeResources() -> Resources {
-    defer {
-      resolver = nil
-      factories = []
-    }
-    return Resources(resolver: resolver, factories: factories)
   }
 }
 

@@ -384,32 +384,26 @@ final class Drain {
 /// Queues cached by threads that have exited, released by the next thread that looks up an
 /// outbox outside its cache (see `Drain.deinit`): at most one per exited thread waits here.
 enum QueueGraveyard {
-  /// Guards `queues`.
-  final class Storage: @unchecked Sendable {
-    // Safety of `@unchecked Sendable`: `queues` is read and written only under `lock`.
-    let lock = SpinLock()
-    var queues: [DispatchQueue] = []
-  }
-
-  static let storage = Storage()
-  /// Whether `queues` may be non-empty; lets `empty()` skip the lock.
+  /// The buried queues.
+  static let buried = LockedBox<[DispatchQueue]>([])
+  /// Whether `buried` may be non-empty; lets `empty()` skip the lock.
   static let isOccupied = Atomic<Bool>(false)
 
   static func bury(_ queue: DispatchQueue) {
-    storage.lock.lock()
-    storage.queues.append(queue)
-    isOccupied.store(true, ordering: .releasing)
-    storage.lock.unlock()
+    buried.withLock { queues in
+      queues.append(queue)
+      isOccupied.store(true, ordering: .releasing)
+    }
   }
 
   /// Moves the buried queues into `queues`, for the caller to release after unlocking.
   @inline(__always)
   static func empty(into queues: inout ContiguousArray<DispatchQueue>) {
     guard isOccupied.load(ordering: .relaxed) else { return }
-    storage.lock.lock()
-    queues.append(contentsOf: storage.queues)
-    storage.queues.removeAll(keepingCapacity: true)
-    isOccupied.store(false, ordering: .relaxed)
-    storage.lock.unlock()
+    buried.withLock { buried in
+      queues.append(contentsOf: buried)
+      buried.removeAll(keepingCapacity: true)
+      isOccupied.store(false, ordering: .relaxed)
+    }
   }
 }

@@ -20,9 +20,8 @@ public struct DispatchTimeScheduler: PromiseScheduler {
   public func schedule(
     after delay: Duration, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void
   ) -> any ScheduledWork {
-    let timer = DispatchTimerWork(work)
-    let source = DispatchSource.makeTimerSource(queue: queue)
-    timer.start(source, deadline: delay.dispatchDeadline)
+    let timer = DispatchTimerWork(work, on: queue)
+    timer.start(deadline: delay.dispatchDeadline)
     return timer
   }
 }
@@ -30,43 +29,38 @@ public struct DispatchTimeScheduler: PromiseScheduler {
 /// The work and the source of one `DispatchTimeScheduler` timer.
 ///
 /// The source's event handler holds this object, which holds the source: the cycle lasts until
-/// the timer fires or is cancelled, when `source` is cancelled (Dispatch then releases the
-/// handler) and both references are dropped.
-private final class DispatchTimerWork: ScheduledWork, @unchecked Sendable {
-  // Safety: `work` and `source` are only accessed while `lock` is held.
-  private let lock = NSLock()
-  private var work: (@Sendable () -> Void)?
-  private var source: (any DispatchSourceTimer)?
+/// the timer fires or is cancelled, when `source` is cancelled and Dispatch releases the
+/// handler.
+private final class DispatchTimerWork: ScheduledWork, Sendable {
+  /// The work until the timer fires or is cancelled: whichever comes first takes it, the
+  /// other finds nothing to run or release.
+  private let work: LockedBox<(@Sendable () -> Void)?>
+  // Safety of `nonisolated(unsafe)`: the reference is a constant and a dispatch source is
+  // thread-safe (`cancel` may be called from any thread, any number of times);
+  // swift-corelibs-libdispatch just does not declare `DispatchSourceTimer` `Sendable`.
+  private nonisolated(unsafe) let source: any DispatchSourceTimer
 
-  init(_ work: @escaping @Sendable () -> Void) {
-    self.work = work
+  init(_ work: @escaping @Sendable () -> Void, on queue: DispatchQueue) {
+    self.work = LockedBox(work)
+    source = DispatchSource.makeTimerSource(queue: queue)
   }
 
-  func start(_ source: any DispatchSourceTimer, deadline: DispatchTime) {
-    lock.withLock { self.source = source }
+  func start(deadline: DispatchTime) {
     source.setEventHandler { [self] in fire() }
     source.schedule(deadline: deadline, leeway: .nanoseconds(0))
     source.resume()
   }
 
   private func fire() {
-    let (work, source) = take()
-    source?.cancel()
+    let work = work.exchange(nil)
+    source.cancel()
     work?()
   }
 
   func cancel() {
-    let (_, source) = take()
-    source?.cancel()
-  }
-
-  private func take() -> ((@Sendable () -> Void)?, (any DispatchSourceTimer)?) {
-    lock.withLock {
-      defer {
-        work = nil
-        source = nil
-      }
-      return (work, source)
-    }
+    // Released after unlocking: what the work captures may run user code in its deinit.
+    let work = work.exchange(nil)
+    source.cancel()
+    _ = work
   }
 }

@@ -2,22 +2,36 @@ import Dispatch
 import Foundation
 
 /// One run of `Promise.retry`: the attempts so far, the current wait, the result's resolver.
-final class RetryOperation<Value: Sendable>: @unchecked Sendable {
-  // Safety: every `var` is only accessed while `lock` is held; the constants are immutable.
-  // User closures (`factory`, `shouldRetry`) are called after unlocking, on `queue`.
-  private let lock = NSLock()
-  private var resolver: Promise<Value>.Resolver?
-  private var factory: (@Sendable () throws -> Promise<Value>)?
-  private var shouldRetry: (@Sendable (any Error) -> Bool)?
-  private var generator: any RandomNumberGenerator & Sendable
-  private var attemptsMade = 0
-  private var timer: TimerSlot?
-  /// The node waiting on the current attempt; retired when the retry stops.
-  private var attemptNode: ForwardingNode<Value>?
+final class RetryOperation<Value: Sendable>: Sendable {
+  /// What the retry holds while it runs; `nil` once it has stopped.
+  ///
+  /// User closures (`factory`, `shouldRetry`) are called after unlocking, on `queue`, and
+  /// released after unlocking when the retry stops.
+  private let state: LockedBox<Running?>
   private let maximumAttempts: Int
   private let delay: RetryDelay
   private let queue: DispatchQueue
   private let scheduler: any PromiseScheduler
+
+  /// What a running retry holds.
+  private struct Running: Sendable {
+    let resolver: Promise<Value>.Resolver
+    let factory: @Sendable () throws -> Promise<Value>
+    let shouldRetry: @Sendable (any Error) -> Bool
+    var generator: any RandomNumberGenerator & Sendable
+    var attemptsMade = 0
+    var timer: TimerSlot?
+    /// The node waiting on the current attempt; retired when the retry stops.
+    var attemptNode: ForwardingNode<Value>?
+
+    /// Returns `delay`'s wait before the next attempt, drawing any jitter from `generator`.
+    ///
+    /// Called under the lock, so it runs the generator's `next()`, user code when the user
+    /// supplies the generator, with the lock held: the draw must advance the state atomically.
+    mutating func wait(before delay: RetryDelay) -> Duration {
+      delay.duration(beforeRetry: attemptsMade, using: &generator)
+    }
+  }
 
   init(
     resolver: Promise<Value>.Resolver, attempts: Int, delay: RetryDelay,
@@ -25,23 +39,20 @@ final class RetryOperation<Value: Sendable>: @unchecked Sendable {
     queue: DispatchQueue, shouldRetry: @escaping @Sendable (any Error) -> Bool,
     factory: @escaping @Sendable () throws -> Promise<Value>
   ) {
-    self.resolver = resolver
+    self.state = LockedBox(
+      Running(resolver: resolver, factory: factory, shouldRetry: shouldRetry, generator: generator))
     self.maximumAttempts = attempts
     self.delay = delay
-    self.generator = generator
     self.scheduler = scheduler
     self.queue = queue
-    self.shouldRetry = shouldRetry
-    self.factory = factory
   }
 
   /// Starts the next attempt on `queue`; called on `queue`.
   func runAttempt() {
-    let next: (Promise<Value>, @Sendable () throws -> Promise<Value>)? = lock.withLock {
-      guard let resolver, let factory else { return nil }
-      attemptsMade += 1
-      timer = nil
-      return (resolver.token.promise, factory)
+    let next: (Promise<Value>, @Sendable () throws -> Promise<Value>)? = state.withLock { running in
+      running?.attemptsMade += 1
+      running?.timer = nil
+      return running.map { ($0.resolver.token.promise, $0.factory) }
     }
     guard let (result, factory) = next else { return }
     let attempt: Promise<Value>
@@ -59,10 +70,9 @@ final class RetryOperation<Value: Sendable>: @unchecked Sendable {
     }
     // Run the node on `queue`, where `shouldRetry` must run.
     node.queue = queue
-    let stillRunning = lock.withLock {
-      guard resolver != nil else { return false }
-      attemptNode = node
-      return true
+    let stillRunning = state.withLock { running in
+      running?.attemptNode = node
+      return running != nil
     }
     // Cancelling the result now cancels this attempt (when nothing else waits on it).
     if stillRunning { result.setUpstream(attempt) }
@@ -77,28 +87,24 @@ final class RetryOperation<Value: Sendable>: @unchecked Sendable {
 
   /// Decides, on `queue`, whether to retry after `error`.
   private func attemptFailed(_ error: any Error) {
-    let decider: (@Sendable (any Error) -> Bool)? = lock.withLock {
-      guard resolver != nil, attemptsMade < maximumAttempts else { return nil }
-      return shouldRetry
+    let decider: (@Sendable (any Error) -> Bool)? = state.withLock { running in
+      guard let running, running.attemptsMade < maximumAttempts else { return nil }
+      return running.shouldRetry
     }
     guard let decider, decider(error) else {
       finish(.failure(error))
       return
     }
-    let wait: Duration? = lock.withLock {
-      guard resolver != nil else { return nil }
-      return delay.duration(beforeRetry: attemptsMade, using: &generator)
-    }
+    let wait: Duration? = state.withLock { $0?.wait(before: delay) }
     guard let wait else { return }
     if wait <= .zero {
       queue.async { [self] in runAttempt() }
       return
     }
     let slot = TimerSlot()
-    let stillRunning = lock.withLock {
-      guard resolver != nil else { return false }
-      timer = slot
-      return true
+    let stillRunning = state.withLock { running in
+      running?.timer = slot
+      return running != nil
     }
     guard stillRunning else { return }
     slot.start(after: wait, on: queue, scheduler: scheduler) { [self] in runAttempt() }
@@ -106,31 +112,23 @@ final class RetryOperation<Value: Sendable>: @unchecked Sendable {
 
   /// Settles the result and releases everything the retry held.
   func finish(_ outcome: Result<Value, any Error>) {
-    let (resolver, timer, node) = takeAll()
-    timer?.disarm()
-    node?.retire()
-    resolver?.resolve(outcome)
+    stop()?.resolve(outcome)
   }
 
   /// Stops the retry after the result was cancelled: no more attempts, no pending wait, and
   /// the current attempt no longer observed (so that cancellation can reach it).
   func cancel() {
-    let (_, timer, node) = takeAll()
-    timer?.disarm()
-    node?.retire()
+    _ = stop()
   }
 
-  private func takeAll() -> (Promise<Value>.Resolver?, TimerSlot?, ForwardingNode<Value>?) {
-    lock.withLock {
-      defer {
-        resolver = nil
-        factory = nil
-        shouldRetry = nil
-        timer = nil
-        attemptNode = nil
-      }
-      return (resolver, timer, attemptNode)
-    }
+  /// Ends the retry (once; `nil` afterwards): disarms the wait, retires the current attempt's
+  /// node, releases the closures (after unlocking, before the result settles) and returns the
+  /// result's resolver.
+  private func stop() -> Promise<Value>.Resolver? {
+    guard let stopped = state.exchange(nil) else { return nil }
+    stopped.timer?.disarm()
+    stopped.attemptNode?.retire()
+    return stopped.resolver
   }
 }
 

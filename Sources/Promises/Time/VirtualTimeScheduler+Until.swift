@@ -87,35 +87,32 @@ extension VirtualTimeScheduler {
 }
 
 /// A continuation resumed by the first of several events, with that event's value.
-private final class FirstOutcome: @unchecked Sendable {
-  // Safety: `continuation` and `outcome` are only accessed while `lock` is held.
-  private let lock = NSLock()
-  private var continuation: CheckedContinuation<Bool, Never>?
-  private var outcome: Bool?
+private final class FirstOutcome: Sendable {
+  /// The continuation is resumed after unlocking.
+  private let state = LockedBox(State())
+
+  private struct State: Sendable {
+    var continuation: CheckedContinuation<Bool, Never>?
+    var outcome: Bool?
+  }
 
   /// Hands over the continuation; resumes it at once if an event came first.
   func set(_ continuation: CheckedContinuation<Bool, Never>) {
-    lock.lock()
-    guard let outcome else {
-      self.continuation = continuation
-      lock.unlock()
-      return
+    let outcome: Bool? = state.withLock { state in
+      if state.outcome == nil { state.continuation = continuation }
+      return state.outcome
     }
-    lock.unlock()
-    continuation.resume(returning: outcome)
+    if let outcome { continuation.resume(returning: outcome) }
   }
 
   /// Records an event: the first one resumes the continuation, later ones are ignored.
   func resume(_ value: Bool) {
-    lock.lock()
-    guard outcome == nil else {
-      lock.unlock()
-      return
+    let continuation: CheckedContinuation<Bool, Never>? = state.withLock { state in
+      guard state.outcome == nil else { return nil }
+      state.outcome = value
+      defer { state.continuation = nil }
+      return state.continuation
     }
-    outcome = value
-    let continuation = self.continuation
-    self.continuation = nil
-    lock.unlock()
     continuation?.resume(returning: value)
   }
 }

@@ -28,38 +28,31 @@ import Foundation
 /// let result = slowOperation().timeout(.seconds(5), scheduler: clock)
 /// clock.advance(by: .seconds(5))   // the timeout fires: `result` is rejected with .timedOut
 /// ```
-public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
-  // Safety: every `var` below is only accessed while `lock` is held. Work runs after unlocking.
-  private let lock = NSLock()
-  private var currentTime: Duration = .zero
-  /// Pending items, sorted by (deadline, sequence).
-  private var items: [VirtualTimeItem] = []
-  private var nextSequence: UInt64 = 0
-  private var waiters: [PendingWaiter] = []
-  private var nextWaiterID: UInt64 = 0
+public final class VirtualTimeScheduler: PromiseScheduler, Sendable {
+  /// The clock, the pending work and the waiters, in one box: due work is taken out under the
+  /// lock and runs after unlocking.
+  ///
+  /// Releasing the scheduler releases the box and, with it, the work that will never run and
+  /// what that work captured: a promise waiting only on it (`Promise.after`, `delay`) is then
+  /// rejected with `brokenPromise`.
+  private let state = LockedBox(State())
 
   /// Creates a scheduler whose clock reads zero.
   public init() {}
 
-  deinit {
-    // Work that will never run is released, and with it what it captured: a promise waiting
-    // only on it (`Promise.after`, `delay`) is then rejected with `brokenPromise`.
-    for item in items { item.cancel() }
-  }
-
   /// Returns the virtual time elapsed since this scheduler was created (zero at first).
   public var now: Duration {
-    lock.withLock { currentTime }
+    state.withLock { $0.currentTime }
   }
 
   /// Counts the scheduled work items that have neither run nor been cancelled.
   public var pendingCount: Int {
-    lock.withLock { items.count }
+    state.withLock { $0.items.count }
   }
 
   /// Returns the virtual time at which the earliest pending work is due; `nil` if none is pending.
   public var nextDeadline: Duration? {
-    lock.withLock { items.first?.deadline }
+    state.withLock { $0.items.first?.deadline }
   }
 
   /// Schedules `work` on `queue` at virtual time `now + delay`; it runs when the clock gets there.
@@ -76,16 +69,12 @@ public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
   public func schedule(
     after delay: Duration, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void
   ) -> any ScheduledWork {
-    let item = VirtualTimeItem(scheduler: self, queue: queue, work: work)
-    let ready: [PendingWaiter] = lock.withLock {
-      item.deadline = currentTime.saturatingAdding(max(delay, .zero))
-      item.sequence = nextSequence
-      nextSequence += 1
-      items.insert(item, at: insertionIndex(for: item))
-      return takeSatisfiedWaiters()
+    let (sequence, ready) = state.withLock { state in
+      let sequence = state.insert(after: delay, on: queue, work)
+      return (sequence, state.takeSatisfiedWaiters())
     }
     for waiter in ready { waiter.continuation.resume() }
-    return item
+    return VirtualTimeHandle(scheduler: self, sequence: sequence)
   }
 
   /// Moves the clock forward by `duration`, running the work that becomes due, in order.
@@ -113,11 +102,11 @@ public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
     let start = now
     precondition(time >= start, "VirtualTimeScheduler.advance(to:): \(time) is before now (\(start))")
     var count = 0
-    while let item = takeNext(dueBy: time) {
+    while let item = state.withLock({ $0.takeNext(dueBy: time) }) {
       item.run()
       count += 1
     }
-    lock.withLock { currentTime = max(currentTime, time) }
+    state.withLock { $0.currentTime = max($0.currentTime, time) }
     return count
   }
 
@@ -130,7 +119,7 @@ public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
   @discardableResult
   public func runUntilIdle() -> Int {
     var count = 0
-    while let item = takeNext(dueBy: nil) {
+    while let item = state.withLock({ $0.takeNext(dueBy: nil) }) {
       item.run()
       count += 1
     }
@@ -146,17 +135,17 @@ public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
   /// - Parameter count: The number of pending items to wait for.
   /// - Throws: `CancellationError` if the waiting task is cancelled first.
   public func waitForPendingWork(count: Int = 1) async throws {
-    let id: UInt64 = lock.withLock {
-      defer { nextWaiterID += 1 }
-      return nextWaiterID
+    let id: UInt64 = state.withLock { state in
+      defer { state.nextWaiterID += 1 }
+      return state.nextWaiterID
     }
     try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
         enum Outcome { case ready, cancelled, waiting }
-        let outcome: Outcome = lock.withLock {
-          if items.count >= count { return .ready }
+        let outcome: Outcome = state.withLock { state in
+          if state.items.count >= count { return .ready }
           if Task.isCancelled { return .cancelled }
-          waiters.append(PendingWaiter(id: id, count: count, continuation: continuation))
+          state.waiters.append(PendingWaiter(id: id, count: count, continuation: continuation))
           return .waiting
         }
         switch outcome {
@@ -166,9 +155,9 @@ public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
         }
       }
     } onCancel: {
-      let waiter: PendingWaiter? = lock.withLock {
-        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
-        return waiters.remove(at: index)
+      let waiter: PendingWaiter? = state.withLock { state in
+        guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+        return state.waiters.remove(at: index)
       }
       waiter?.continuation.resume(throwing: CancellationError())
     }
@@ -176,68 +165,86 @@ public final class VirtualTimeScheduler: PromiseScheduler, @unchecked Sendable {
 
   /// The pending work, earliest first, each as "at DEADLINE on 'QUEUE LABEL'".
   ///
-  /// Built after unlocking from a copy of the list (copying an array allocates nothing).
-  /// `deadline` is only written before an item is published, so reading it here is safe.
+  /// Built after unlocking, from the deadlines and queues read under the lock (not a copy of
+  /// the items, which would keep their work alive past a `cancel()`).
   var pendingWorkDescriptions: [String] {
-    lock.withLock { items }.map { "at \($0.deadline) on '\($0.queue.label)'" }
+    state.withLock { $0.items.map { ($0.deadline, $0.queue) } }
+      .map { deadline, queue in "at \(deadline) on '\(queue.label)'" }
   }
 
   /// The queues that pending work will run on, each once.
   var pendingWorkQueues: [DispatchQueue] {
     var queues: [DispatchQueue] = []
-    for item in lock.withLock({ items }) where !queues.contains(where: { $0 === item.queue }) {
-      queues.append(item.queue)
+    for queue in state.withLock({ $0.items.map(\.queue) }) where !queues.contains(where: { $0 === queue }) {
+      queues.append(queue)
     }
     return queues
   }
 
-  // MARK: Internals
+  /// Removes the work of `sequence` if it is still pending.
+  fileprivate func cancel(_ sequence: UInt64) {
+    // The removed item is released after unlocking: what its work captures may run user code
+    // in its deinit.
+    _ = state.withLock { $0.remove(sequence) }
+  }
 
-  /// Removes and returns the earliest item due by `time` (any item when `nil`), setting `now`
-  /// to its deadline.
-  private func takeNext(dueBy time: Duration?) -> VirtualTimeItem? {
-    lock.withLock {
+  /// The clock, the pending work and the waiters.
+  private struct State: Sendable {
+    var currentTime: Duration = .zero
+    /// Pending items, sorted by (deadline, sequence).
+    var items: [VirtualTimeItem] = []
+    var nextSequence: UInt64 = 0
+    var waiters: [PendingWaiter] = []
+    var nextWaiterID: UInt64 = 0
+
+    /// Adds `work` to run on `queue` at `currentTime + delay`, after every item due before it
+    /// or with it; returns its sequence number.
+    mutating func insert(
+      after delay: Duration, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void
+    ) -> UInt64 {
+      let item = VirtualTimeItem(
+        deadline: currentTime.saturatingAdding(max(delay, .zero)), sequence: nextSequence,
+        queue: queue, work: work)
+      nextSequence += 1
+      // A binary search for the first item due after `item`.
+      var low = 0
+      var high = items.count
+      while low < high {
+        let middle = (low + high) / 2
+        if items[middle].isAfter(item) {
+          high = middle
+        } else {
+          low = middle + 1
+        }
+      }
+      items.insert(item, at: low)
+      return item.sequence
+    }
+
+    /// Removes and returns the earliest item due by `time` (any item when `nil`), setting
+    /// `currentTime` to its deadline.
+    mutating func takeNext(dueBy time: Duration?) -> VirtualTimeItem? {
       guard let first = items.first else { return nil }
       if let time, first.deadline > time { return nil }
       items.removeFirst()
       currentTime = max(currentTime, first.deadline)
       return first
     }
-  }
 
-  /// Removes `item` if it is still pending.
-  fileprivate func remove(_ item: VirtualTimeItem) {
-    lock.withLock {
-      if let index = items.firstIndex(where: { $0 === item }) {
-        items.remove(at: index)
-      }
+    /// Removes and returns the item of `sequence`, or `nil` if it has run or been removed.
+    mutating func remove(_ sequence: UInt64) -> VirtualTimeItem? {
+      guard let index = items.firstIndex(where: { $0.sequence == sequence }) else { return nil }
+      return items.remove(at: index)
     }
-  }
 
-  /// Returns where `item` goes in `items`: after every item due before it or with it.
-  ///
-  /// A binary search; called with `lock` held.
-  private func insertionIndex(for item: VirtualTimeItem) -> Int {
-    var low = 0
-    var high = items.count
-    while low < high {
-      let middle = (low + high) / 2
-      if items[middle].isAfter(item) {
-        high = middle
-      } else {
-        low = middle + 1
-      }
+    /// Removes and returns the waiters whose count is reached.
+    mutating func takeSatisfiedWaiters() -> [PendingWaiter] {
+      guard !waiters.isEmpty else { return [] }
+      let pending = items.count
+      let ready = waiters.filter { $0.count <= pending }
+      waiters.removeAll { $0.count <= pending }
+      return ready
     }
-    return low
-  }
-
-  /// Waiters whose count is reached; called with `lock` held.
-  private func takeSatisfiedWaiters() -> [PendingWaiter] {
-    guard !waiters.isEmpty else { return [] }
-    let pending = items.count
-    let ready = waiters.filter { $0.count <= pending }
-    waiters.removeAll { $0.count <= pending }
-    return ready
   }
 }
 
@@ -248,48 +255,36 @@ private struct PendingWaiter {
   let continuation: CheckedContinuation<Void, any Error>
 }
 
-/// One work item of a `VirtualTimeScheduler`.
-private final class VirtualTimeItem: ScheduledWork, @unchecked Sendable {
-  // Safety: `deadline` and `sequence` are written once, under the scheduler's lock, before the
-  // item is published in its list, and never written again: readers find the item through the
-  // list, under that lock or in a copy taken under it, so the write happened before. `work` is only
-  // accessed while `lock` is held. `queue` is a constant, `scheduler` is a weak reference.
-  private let lock = NSLock()
-  private weak var scheduler: VirtualTimeScheduler?
+/// One pending work item of a `VirtualTimeScheduler`, kept in its list until it runs or is
+/// cancelled.
+private struct VirtualTimeItem {
+  let deadline: Duration
+  /// The order of scheduling, which breaks ties between equal deadlines; unique per scheduler.
+  let sequence: UInt64
   let queue: DispatchQueue
-  private var work: (@Sendable () -> Void)?
-  var deadline: Duration = .zero
-  var sequence: UInt64 = 0
-
-  init(scheduler: VirtualTimeScheduler, queue: DispatchQueue, work: @escaping @Sendable () -> Void) {
-    self.scheduler = scheduler
-    self.queue = queue
-    self.work = work
-  }
+  let work: @Sendable () -> Void
 
   func isAfter(_ other: VirtualTimeItem) -> Bool {
     (deadline, sequence) > (other.deadline, other.sequence)
   }
 
-  private func take() -> (@Sendable () -> Void)? {
-    lock.withLock {
-      defer { work = nil }
-      return work
-    }
-  }
-
   /// Runs the work on its queue and returns when it has run.
   func run() {
-    guard let work = take() else { return }
     if QueueMark.isCurrent(queue) {
       work()
     } else {
       queue.sync(execute: work)
     }
   }
+}
+
+/// The handle of a `VirtualTimeScheduler`'s work item: cancelling it removes the item from the
+/// scheduler's list, if it is still there.
+private struct VirtualTimeHandle: ScheduledWork {
+  weak var scheduler: VirtualTimeScheduler?
+  let sequence: UInt64
 
   func cancel() {
-    guard take() != nil else { return }
-    scheduler?.remove(self)
+    scheduler?.cancel(sequence)
   }
 }
