@@ -15,11 +15,9 @@ extension Exchange: RequestCancellable {}
 /// `RequestQueue`, the timers on the client's `PromiseScheduler`, the steps of the
 /// `InterceptorChain`, and the exchanges of the `Transport`. Whatever ends the request first
 /// wins; everything else is cancelled and delivers nothing.
-final class RequestOperation: @unchecked Sendable {
-  // Safety of `@unchecked Sendable`: `machine` is read and written only while `lock` is held;
-  // the `let`s are constants of `Sendable` types. No action runs under the lock.
-  private let lock = NSLock()
-  private var machine: RequestStateMachine
+final class RequestOperation: Sendable {
+  // No action runs under the machine's lock.
+  private let machine: LockedBox<RequestStateMachine>
   private let transport: Transport
   private let queue: RequestQueue
   private let queueKey: RequestQueueKey
@@ -34,7 +32,7 @@ final class RequestOperation: @unchecked Sendable {
     settings: RequestSettings, transport: Transport, queue: RequestQueue,
     resolver: Promise<HTTPResponse>.Resolver
   ) {
-    self.machine = RequestStateMachine(settings.machine)
+    self.machine = LockedBox(RequestStateMachine(settings.machine))
     self.settings = settings
     self.transport = transport
     self.queue = queue
@@ -63,9 +61,7 @@ final class RequestOperation: @unchecked Sendable {
 
   /// Applies `event` to the machine under the lock, then runs the action it returns.
   private func run(_ event: (inout RequestStateMachine) -> RequestStateMachine.Action) {
-    lock.lock()
-    let action = event(&machine)
-    lock.unlock()
+    let action = machine.withLock { event(&$0) }
     perform(action)
   }
 
