@@ -1,3 +1,9 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// Serves one accepted TCP connection on its own thread: reads requests, asks the handler,
 /// performs the action, until one side closes.
 struct Connection: Sendable {
@@ -7,9 +13,10 @@ struct Connection: Sendable {
   let number: Int
   let state: ServerState
   let handler: @Sendable (RecordedRequest) -> ServerAction
+  let bodyHandling: @Sendable (RecordedRequest) -> RequestBodyHandling
 
   /// How a connection ends.
-  private enum Ending {
+  enum Ending {
     /// FIN after everything written.
     case close
     /// RST (`SO_LINGER` 0), dropping nothing the peer already received.
@@ -25,26 +32,112 @@ struct Connection: Sendable {
 
   /// Answers requests until the connection must end; returns how to end it.
   private func serve(_ parser: inout RequestParser) -> Ending {
-    let fd = self.fd
-    let sendContinue = { Socket.send(fd, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) }
     while !state.isStopped {
-      switch parser.next(sendContinue: sendContinue) {
+      switch parser.nextHead() {
       case .closed:
         return .close
       case .malformed(let status, let message):
-        let response = ServerResponse.text(message + "\n", status: status)
-        _ = Socket.send(fd, Self.head(response, closing: true) + response.body)
-        return .close
-      case .request(let request, let closeAfter):
-        state.record(request)
-        let action = handler(request)
-        // A slow answer is still being waited for during its delay; `perform` notes its end.
-        if case .slowHeaders = action {} else { state.answering() }
-        if let ending = perform(action, request: request, closeAfter: closeAfter) {
+        return malformed(status: status, message: message)
+      case .head(let head):
+        if let ending = serve(head, handling: bodyHandling(parser.request(head)), parser: &parser) {
           return ending
         }
       }
     }
+    return .close
+  }
+
+  /// Reads the body of one request as `handling` says and answers it; returns how to end the
+  /// connection, or `nil` to keep it open.
+  private func serve(_ head: RequestParser.Head, handling: RequestBodyHandling, parser: inout RequestParser)
+    -> Ending?
+  {
+    let fd = self.fd
+    let sendContinue = { Socket.send(fd, Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) }
+    switch handling {
+    case .buffer:
+      switch parser.readBody(of: head, sendContinue: sendContinue) {
+      case .closed:
+        return .close
+      case .malformed(let status, let message):
+        return malformed(status: status, message: message)
+      case .request(let request, let closeAfter):
+        return answer(request, closeAfter: closeAfter)
+      }
+
+    case .consume(let path):
+      var file: Int32?
+      if let path {
+        let opened = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard opened >= 0 else {
+          return malformed(status: 500, message: "cannot create \(path): errno \(errno)")
+        }
+        file = opened
+      }
+      var checksum = ByteChecksum()
+      var writeError: Int32 = 0
+      let (count, end) = parser.consumeBody(of: head, sendContinue: sendContinue) { piece in
+        checksum.update(piece)
+        guard let file else { return true }
+        if FileOutput.writeAll(file, piece) { return true }
+        writeError = errno
+        return false
+      }
+      if let file { _ = close(file) }
+      let consumed = ConsumedBody(
+        byteCount: count, checksum: checksum, savedPath: path, isComplete: end == .complete)
+      switch end {
+      case .complete, .limitReached:
+        return answer(parser.request(head, consumedBody: consumed), closeAfter: head.closeAfter)
+      case .streamEnded:
+        state.record(parser.request(head, consumedBody: consumed))
+        state.answering()
+        return .close
+      case .sinkFailed:
+        state.record(parser.request(head, consumedBody: consumed))
+        state.answering()
+        return malformed(status: 500, message: "cannot write \(path ?? ""): errno \(writeError)")
+      case .malformed(let status, let message):
+        return malformed(status: status, message: message)
+      }
+
+    case .respondBeforeBody(let action):
+      let request = parser.request(head)
+      state.record(request)
+      if case .slowHeaders = action {} else { state.answering() }
+      // The unread body makes the connection unusable for another request.
+      let unread = head.framing != .none
+      return perform(action, request: request, closeAfter: head.closeAfter || unread)
+        ?? (unread ? .close : nil)
+
+    case .cut(let afterBytes):
+      var checksum = ByteChecksum()
+      let (count, end) = parser.consumeBody(of: head, limit: max(0, afterBytes), sendContinue: sendContinue) {
+        checksum.update($0)
+        return true
+      }
+      state.record(
+        parser.request(
+          head,
+          consumedBody: ConsumedBody(byteCount: count, checksum: checksum, isComplete: end == .complete)))
+      state.answering()
+      return .reset
+    }
+  }
+
+  /// Records a complete request, asks the handler and performs its action.
+  private func answer(_ request: RecordedRequest, closeAfter: Bool) -> Ending? {
+    state.record(request)
+    let action = handler(request)
+    // A slow answer is still being waited for during its delay; `perform` notes its end.
+    if case .slowHeaders = action {} else { state.answering() }
+    return perform(action, request: request, closeAfter: closeAfter)
+  }
+
+  /// Answers input that is not acceptable HTTP with `status` and ends the connection.
+  private func malformed(status: Int, message: String) -> Ending {
+    let response = ServerResponse.text(message + "\n", status: status)
+    _ = Socket.send(fd, Self.head(response, closing: true) + response.body)
     return .close
   }
 
@@ -118,6 +211,9 @@ struct Connection: Sendable {
         body: GzipBomb.stream(decompressedSize: decompressedSize))
       return respond(response, request: request, closeAfter: closeAfter)
 
+    case .stream(let response):
+      return stream(response, request: request, closeAfter: closeAfter)
+
     case .chunked(var response, let chunkSize):
       response.headers.removeAll {
         ["content-length", "transfer-encoding"].contains($0.0.lowercased())
@@ -147,7 +243,7 @@ struct Connection: Sendable {
   }
 
   /// Sends a complete response; returns `.close` when either side asked to close.
-  private func respond(_ response: ServerResponse, request: RecordedRequest, closeAfter: Bool)
+  func respond(_ response: ServerResponse, request: RecordedRequest, closeAfter: Bool)
     -> Ending?
   {
     let closing = closeAfter || Self.asksToClose(response)
@@ -187,20 +283,27 @@ struct Connection: Sendable {
   }
 
   /// Returns whether the response itself carries `Connection: close`.
-  private static func asksToClose(_ response: ServerResponse) -> Bool {
-    response.headers.contains {
+  static func asksToClose(_ response: ServerResponse) -> Bool {
+    asksToClose(response.headers)
+  }
+
+  /// Returns whether these header fields carry `Connection: close`.
+  static func asksToClose(_ headers: [(String, String)]) -> Bool {
+    headers.contains {
       $0.0.lowercased() == "connection" && $0.1.lowercased().contains("close")
     }
   }
 
   /// Returns whether a response with this status may carry a body.
-  private static func allowsBody(_ status: Int) -> Bool {
+  static func allowsBody(_ status: Int) -> Bool {
     !(100..<200).contains(status) && status != 204 && status != 304
   }
 
-  /// Returns the status line and header block, adding `Content-Length` and `Connection: close`
-  /// where needed.
-  static func head(_ response: ServerResponse, closing: Bool, http10: Bool = false) -> [UInt8] {
+  /// Returns the status line and header block, adding `Content-Length` (unless `addsLength` is
+  /// false) and `Connection: close` where needed.
+  static func head(
+    _ response: ServerResponse, closing: Bool, http10: Bool = false, addsLength: Bool = true
+  ) -> [UInt8] {
     var text =
       "HTTP/1.1 \(response.status) \(ServerResponse.reasonPhrase(for: response.status))\r\n"
     var hasLength = false
@@ -211,7 +314,7 @@ struct Connection: Sendable {
       if lower == "connection" { hasConnection = true }
       text += "\(name): \(value)\r\n"
     }
-    if !hasLength && allowsBody(response.status) {
+    if addsLength && !hasLength && allowsBody(response.status) {
       text += "Content-Length: \(response.body.count)\r\n"
     }
     if closing && !hasConnection {

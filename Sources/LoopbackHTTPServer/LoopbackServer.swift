@@ -17,12 +17,29 @@ public final class LoopbackServer: Sendable {
   /// The port of the listener on `127.0.0.2`.
   public let secondPort: Int
 
-  /// Starts listening at once on 127.0.0.1 and 127.0.0.2, each on its own ephemeral port.
+  /// Starts listening at once on 127.0.0.1 and 127.0.0.2, each on its own ephemeral port;
+  /// every request body is read whole into ``RecordedRequest/body``.
   ///
   /// - Parameter handler: Called once per request, on the connection's thread, possibly
   ///   concurrently with other calls; returns what to do with the request.
   /// - Throws: ``LoopbackServerError`` when a socket cannot be opened or bound.
-  public init(handler: @escaping @Sendable (RecordedRequest) -> ServerAction) throws {
+  public convenience init(handler: @escaping @Sendable (RecordedRequest) -> ServerAction) throws {
+    try self.init(handler: handler, bodyHandling: { _ in .buffer })
+  }
+
+  /// Starts listening at once on 127.0.0.1 and 127.0.0.2, each on its own ephemeral port,
+  /// reading each request's body as `bodyHandling` says.
+  ///
+  /// - Parameters:
+  ///   - handler: Called once per request whose body has been read, on the connection's
+  ///     thread, possibly concurrently with other calls; returns what to do with the request.
+  ///   - bodyHandling: Called with each request's head (its ``RecordedRequest/body`` empty)
+  ///     before any of its body is read; returns how to read it.
+  /// - Throws: ``LoopbackServerError`` when a socket cannot be opened or bound.
+  public init(
+    handler: @escaping @Sendable (RecordedRequest) -> ServerAction,
+    bodyHandling: @escaping @Sendable (RecordedRequest) -> RequestBodyHandling
+  ) throws {
     let state = ServerState()
     let first = try Socket.listen(on: "127.0.0.1")
     let second: (fd: Int32, port: Int)
@@ -42,14 +59,15 @@ public final class LoopbackServer: Sendable {
       }
       state.spawn(name: "LoopbackHTTPServer accept \(host):\(listener.port)") {
         Self.acceptLoop(
-          listener: listener.fd, host: host, port: listener.port, state: state, handler: handler)
+          listener: listener.fd, host: host, port: listener.port, state: state, handler: handler,
+          bodyHandling: bodyHandling)
       }
     }
   }
 
-  /// Starts a server that routes every request through `router`.
+  /// Starts a server that routes every request through `router` (its body handling included).
   public convenience init(router: Router) throws {
-    try self.init(handler: router.handler)
+    try self.init(handler: router.handler, bodyHandling: router.bodyHandler)
   }
 
   deinit {
@@ -108,7 +126,8 @@ public final class LoopbackServer: Sendable {
   /// Stops the server: closes both listeners and every open connection and returns promptly.
   ///
   /// Shuts every socket down, which wakes blocked reads and writes, and cuts short the waits of
-  /// ``ServerAction/slowHeaders(_:delay:)`` and ``ServerAction/trickle(_:chunkSize:interval:)``.
+  /// ``ServerAction/slowHeaders(_:delay:)``, ``ServerAction/trickle(_:chunkSize:interval:)`` and
+  /// ``TransferFault/drip(chunkSize:interval:)``.
   /// Then waits (at most one second, in case a handler itself blocks) for the server's
   /// threads to finish. Safe to call more than once and from any thread, a handler included.
   public func stop() {
@@ -117,7 +136,8 @@ public final class LoopbackServer: Sendable {
 
   private static func acceptLoop(
     listener: Int32, host: String, port: Int, state: ServerState,
-    handler: @escaping @Sendable (RecordedRequest) -> ServerAction
+    handler: @escaping @Sendable (RecordedRequest) -> ServerAction,
+    bodyHandling: @escaping @Sendable (RecordedRequest) -> RequestBodyHandling
   ) {
     while let fd = Socket.accept(listener) {
       guard let number = state.adoptConnection(fd) else {
@@ -126,7 +146,8 @@ public final class LoopbackServer: Sendable {
       }
       Socket.setNoDelay(fd)
       let connection = Connection(
-        fd: fd, host: host, port: port, number: number, state: state, handler: handler)
+        fd: fd, host: host, port: port, number: number, state: state, handler: handler,
+        bodyHandling: bodyHandling)
       state.spawn(name: "LoopbackHTTPServer connection \(number)") { connection.run() }
     }
     state.release(listener, isConnection: false)

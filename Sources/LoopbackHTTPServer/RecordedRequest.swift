@@ -10,8 +10,13 @@ public struct RecordedRequest: Sendable {
   public let version: String
   /// The header fields in the order they were received.
   public let headers: [(name: String, value: String)]
-  /// The request body, with chunked transfer coding already removed.
+  /// The request body, with chunked transfer coding already removed; empty when the body was
+  /// consumed without being kept (see ``consumedBody``).
   public let body: [UInt8]
+  /// The size and checksum of a body the server read without keeping it, under
+  /// ``RequestBodyHandling/consume(savingTo:)`` or ``RequestBodyHandling/cut(afterBytes:)``;
+  /// `nil` when the body was buffered into ``body``.
+  public let consumedBody: ConsumedBody?
   /// The local address the request arrived on: `127.0.0.1` or `127.0.0.2`.
   public let host: String
   /// The local port the request arrived on.
@@ -30,7 +35,8 @@ public struct RecordedRequest: Sendable {
     body: [UInt8] = [],
     host: String = "127.0.0.1",
     port: Int = 0,
-    connectionNumber: Int = 0
+    connectionNumber: Int = 0,
+    consumedBody: ConsumedBody? = nil
   ) {
     self.method = method
     self.path = path
@@ -40,6 +46,7 @@ public struct RecordedRequest: Sendable {
     self.host = host
     self.port = port
     self.connectionNumber = connectionNumber
+    self.consumedBody = consumedBody
   }
 
   /// Returns the value of the first header with this name, compared case-insensitively.

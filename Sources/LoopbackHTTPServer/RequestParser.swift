@@ -4,7 +4,7 @@ struct RequestParser {
   static let maxLineBytes = 16 * 1024
   /// The most header fields accepted in one request.
   static let maxHeaderCount = 200
-  /// The largest request body accepted.
+  /// The largest request body read into memory (``RequestBodyHandling/buffer``).
   static let maxBodyBytes = 256 * 1024 * 1024
 
   /// The outcome of reading one request.
@@ -17,15 +17,75 @@ struct RequestParser {
     case malformed(status: Int, message: String)
   }
 
+  /// How a request's body is delimited.
+  enum Framing: Equatable {
+    /// No body.
+    case none
+    /// `Content-Length` bytes (more than zero).
+    case length(Int64)
+    /// Chunked transfer coding.
+    case chunked
+  }
+
+  /// A request line and header fields, read before the body.
+  struct Head {
+    let method: String
+    let target: String
+    let version: String
+    let headers: [(name: String, value: String)]
+    let framing: Framing
+    /// Whether the client waits for `100 Continue` before sending the body.
+    let expectsContinue: Bool
+    /// Whether the client asked to close after this request.
+    let closeAfter: Bool
+  }
+
+  /// The outcome of reading a request's head.
+  enum HeadOutcome {
+    case head(Head)
+    case closed
+    case malformed(status: Int, message: String)
+  }
+
+  /// How reading a body without keeping it ended.
+  enum ConsumeEnd: Equatable {
+    /// The whole body was read.
+    case complete
+    /// The requested number of bytes was read, before the end of the body.
+    case limitReached
+    /// The client closed the connection before the end of the body.
+    case streamEnded
+    /// The sink refused a piece (for example a failed file write).
+    case sinkFailed
+    /// The chunked framing was broken: answer with this status and close.
+    case malformed(status: Int, message: String)
+  }
+
   /// Where requests come from, and what to stamp on them.
   var input: SocketInput
   let host: String
   let port: Int
   let connectionNumber: Int
 
-  /// Reads the next request; calls `sendContinue` before reading a body the client holds back
-  /// behind `Expect: 100-continue`.
+  /// Reads the next request with its body; calls `sendContinue` before reading a body the
+  /// client holds back behind `Expect: 100-continue`.
   mutating func next(sendContinue: () -> Bool) -> Outcome {
+    switch nextHead() {
+    case .closed: return .closed
+    case .malformed(let status, let message): return .malformed(status: status, message: message)
+    case .head(let head): return readBody(of: head, sendContinue: sendContinue)
+    }
+  }
+
+  /// Returns the request a head and its body make.
+  func request(_ head: Head, body: [UInt8] = [], consumedBody: ConsumedBody? = nil) -> RecordedRequest {
+    RecordedRequest(
+      method: head.method, path: head.target, version: head.version, headers: head.headers, body: body,
+      host: host, port: port, connectionNumber: connectionNumber, consumedBody: consumedBody)
+  }
+
+  /// Reads the request line and header fields of the next request.
+  mutating func nextHead() -> HeadOutcome {
     // Request line (RFC 9112 allows ignoring empty lines before it).
     var requestLine: [UInt8] = []
     for _ in 0..<8 {
@@ -83,8 +143,7 @@ struct RequestParser {
     // Body framing.
     let transferCodings = values("transfer-encoding")
     let lengths = values("content-length")
-    var chunked = false
-    var contentLength = 0
+    var framing = Framing.none
     if !transferCodings.isEmpty {
       guard transferCodings.last == "chunked", version == "HTTP/1.1" else {
         return .malformed(status: 501, message: "unsupported transfer coding")
@@ -92,47 +151,114 @@ struct RequestParser {
       guard lengths.isEmpty else {
         return .malformed(status: 400, message: "both Transfer-Encoding and Content-Length")
       }
-      chunked = true
+      framing = .chunked
     } else if let first = lengths.first {
       guard lengths.allSatisfy({ $0 == first }), !first.isEmpty, first.count <= 18,
-        first.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let length = Int(first)
+        first.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let length = Int64(first)
       else { return .malformed(status: 400, message: "invalid Content-Length") }
-      guard length <= Self.maxBodyBytes else {
-        return .malformed(status: 413, message: "body too large")
-      }
-      contentLength = length
+      if length > 0 { framing = .length(length) }
     }
 
     // Expect: 100-continue.
+    var expectsContinue = false
     if let expectation = headers.first(where: { $0.name.lowercased() == "expect" })?.value {
       guard expectation.lowercased() == "100-continue" else {
         return .malformed(status: 417, message: "unsupported expectation")
       }
-      if version == "HTTP/1.1" && (chunked || contentLength > 0) {
-        guard sendContinue() else { return .closed }
-      }
-    }
-
-    // Body.
-    var body: [UInt8] = []
-    if chunked {
-      switch readChunkedBody() {
-      case .body(let bytes): body = bytes
-      case .failed(let outcome): return outcome
-      }
-    } else if contentLength > 0 {
-      guard let bytes = input.read(count: contentLength) else { return .closed }
-      body = bytes
+      expectsContinue = version == "HTTP/1.1" && framing != .none
     }
 
     let connectionTokens = values("connection")
     let closeAfter =
       connectionTokens.contains("close")
       || (version == "HTTP/1.0" && !connectionTokens.contains("keep-alive"))
-    let request = RecordedRequest(
-      method: method, path: target, version: version, headers: headers, body: body, host: host,
-      port: port, connectionNumber: connectionNumber)
-    return .request(request, closeAfter: closeAfter)
+    return .head(
+      Head(
+        method: method, target: target, version: version, headers: headers, framing: framing,
+        expectsContinue: expectsContinue, closeAfter: closeAfter))
+  }
+
+  /// Reads the whole body of `head` into the request (at most ``maxBodyBytes``).
+  mutating func readBody(of head: Head, sendContinue: () -> Bool) -> Outcome {
+    if case .length(let length) = head.framing, length > Int64(Self.maxBodyBytes) {
+      return .malformed(status: 413, message: "body too large")
+    }
+    if head.expectsContinue {
+      guard sendContinue() else { return .closed }
+    }
+    var body: [UInt8] = []
+    switch head.framing {
+    case .none:
+      break
+    case .chunked:
+      switch readChunkedBody() {
+      case .body(let bytes): body = bytes
+      case .failed(let outcome): return outcome
+      }
+    case .length(let length):
+      guard let bytes = input.read(count: Int(length)) else { return .closed }
+      body = bytes
+    }
+    return .request(request(head, body: body), closeAfter: head.closeAfter)
+  }
+
+  /// Reads the body of `head` (at most `limit` bytes of it) and passes it to `sink` piece by
+  /// piece without keeping it; returns how many bytes were passed and how reading ended.
+  mutating func consumeBody(
+    of head: Head, limit: Int64? = nil, sendContinue: () -> Bool,
+    into sink: (UnsafeRawBufferPointer) -> Bool
+  ) -> (bytes: Int64, end: ConsumeEnd) {
+    if head.expectsContinue && limit != 0 {
+      guard sendContinue() else { return (0, .streamEnded) }
+    }
+    var refused = false
+    let checkedSink: (UnsafeRawBufferPointer) -> Bool = { piece in
+      if sink(piece) { return true }
+      refused = true
+      return false
+    }
+    switch head.framing {
+    case .none:
+      return (0, .complete)
+    case .length(let length):
+      let wanted = min(length, limit ?? length)
+      let passed = input.stream(count: wanted, into: checkedSink)
+      if refused { return (passed, .sinkFailed) }
+      if passed < wanted { return (passed, .streamEnded) }
+      return (passed, wanted < length ? .limitReached : .complete)
+    case .chunked:
+      var total: Int64 = 0
+      while true {
+        if let limit, total >= limit { return (total, .limitReached) }
+        let sizeLine: [UInt8]
+        switch input.readLine(limit: 1024) {
+        case .endOfStream: return (total, .streamEnded)
+        case .tooLong: return (total, .malformed(status: 400, message: "chunk size line too long"))
+        case .line(let line): sizeLine = line
+        }
+        guard let size = Self.chunkSize(sizeLine) else {
+          return (total, .malformed(status: 400, message: "bad chunk size"))
+        }
+        if size == 0 { break }
+        let wanted = min(Int64(size), (limit ?? .max) - total)
+        let passed = input.stream(count: wanted, into: checkedSink)
+        total += passed
+        if refused { return (total, .sinkFailed) }
+        if passed < wanted { return (total, .streamEnded) }
+        if wanted < Int64(size) { return (total, .limitReached) }
+        switch input.readLine(limit: 1) {
+        case .endOfStream: return (total, .streamEnded)
+        case .line(let line) where line.isEmpty: break
+        case .line, .tooLong: return (total, .malformed(status: 400, message: "no CRLF after chunk"))
+        }
+      }
+      switch readTrailers() {
+      case nil: return (total, .complete)
+      case .closed?: return (total, .streamEnded)
+      case .malformed(let status, let message)?: return (total, .malformed(status: status, message: message))
+      case .request?: return (total, .complete)
+      }
+    }
   }
 
   /// The result of decoding a chunked body.
@@ -150,10 +276,9 @@ struct RequestParser {
       case .tooLong: return .failed(.malformed(status: 400, message: "chunk size line too long"))
       case .line(let line): sizeLine = line
       }
-      let digits = Self.trimmed(sizeLine[..<(sizeLine.firstIndex(of: 0x3B) ?? sizeLine.endIndex)])
-      guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy(Self.isHexDigit),
-        let size = Int(String(decoding: digits, as: UTF8.self), radix: 16)
-      else { return .failed(.malformed(status: 400, message: "bad chunk size")) }
+      guard let size = Self.chunkSize(sizeLine) else {
+        return .failed(.malformed(status: 400, message: "bad chunk size"))
+      }
       if size == 0 { break }
       guard body.count + size <= Self.maxBodyBytes else {
         return .failed(.malformed(status: 413, message: "body too large"))
@@ -167,15 +292,28 @@ struct RequestParser {
       case .line, .tooLong: return .failed(.malformed(status: 400, message: "no CRLF after chunk"))
       }
     }
-    // Trailer fields, up to the empty line; they are read and dropped.
+    if let failure = readTrailers() { return .failed(failure) }
+    return .body(body)
+  }
+
+  /// Reads the trailer fields up to the empty line and drops them; returns `nil`, or the
+  /// outcome when the input ends or is malformed.
+  private mutating func readTrailers() -> Outcome? {
     for _ in 0...Self.maxHeaderCount {
       switch input.readLine(limit: Self.maxLineBytes) {
-      case .endOfStream: return .failed(.closed)
-      case .tooLong: return .failed(.malformed(status: 431, message: "trailer field too long"))
-      case .line(let line): if line.isEmpty { return .body(body) }
+      case .endOfStream: return .closed
+      case .tooLong: return .malformed(status: 431, message: "trailer field too long")
+      case .line(let line): if line.isEmpty { return nil }
       }
     }
-    return .failed(.malformed(status: 431, message: "too many trailer fields"))
+    return .malformed(status: 431, message: "too many trailer fields")
+  }
+
+  /// Returns the size on a chunk size line (extensions after `;` ignored), or `nil`.
+  private static func chunkSize(_ line: [UInt8]) -> Int? {
+    let digits = trimmed(line[..<(line.firstIndex(of: 0x3B) ?? line.endIndex)])
+    guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy(isHexDigit) else { return nil }
+    return Int(String(decoding: digits, as: UTF8.self), radix: 16)
   }
 
   private static func isHexDigit(_ byte: UInt8) -> Bool {

@@ -66,4 +66,35 @@ struct SocketInput {
     }
     return result
   }
+
+  /// Passes up to `count` bytes to `consume` as they arrive, keeping none; returns how many.
+  ///
+  /// It passes fewer only when the stream ends first or `consume` returns `false`. It never
+  /// reads past those bytes, so a pipelined request stays unread.
+  mutating func stream(count: Int64, into consume: (UnsafeRawBufferPointer) -> Bool) -> Int64 {
+    var passed: Int64 = 0
+    if start < buffer.count && count > 0 {
+      let take = Int(min(Int64(buffer.count - start), count))
+      let first = start
+      let accepted = buffer.withUnsafeBytes {
+        consume(UnsafeRawBufferPointer(rebasing: $0[first..<(first + take)]))
+      }
+      start += take
+      passed += Int64(take)
+      if !accepted { return passed }
+    }
+    guard passed < count else { return passed }
+    let fd = self.fd
+    let size = 256 * 1024
+    return withUnsafeTemporaryAllocation(byteCount: size, alignment: 16) { scratch in
+      while passed < count {
+        let wanted = Int(min(Int64(size), count - passed))
+        let n = Socket.receive(fd, into: UnsafeMutableRawBufferPointer(rebasing: scratch[0..<wanted]))
+        guard n > 0 else { return passed }
+        passed += Int64(n)
+        guard consume(UnsafeRawBufferPointer(rebasing: scratch[0..<n])) else { return passed }
+      }
+      return passed
+    }
+  }
 }

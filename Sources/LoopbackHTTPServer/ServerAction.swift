@@ -1,7 +1,7 @@
 /// What the server does with one request: a normal response or a deliberate fault.
 ///
 /// Every fault except ``respond(_:)``, ``slowHeaders(_:delay:)``, ``trickle(_:chunkSize:interval:)``,
-/// ``gzipBomb(decompressedSize:)`` and ``chunked(_:chunkSize:)`` ends the connection.
+/// ``gzipBomb(decompressedSize:)``, ``chunked(_:chunkSize:)`` and ``stream(_:)`` ends the connection.
 public enum ServerAction: Sendable {
   /// Sends the response; the connection stays open unless either side asked for `Connection: close`.
   case respond(ServerResponse)
@@ -28,6 +28,9 @@ public enum ServerAction: Sendable {
   case gzipBomb(decompressedSize: Int)
   /// Sends the response with `Transfer-Encoding: chunked`, the body cut into `chunkSize`-byte chunks.
   case chunked(ServerResponse, chunkSize: Int)
+  /// Sends a generated body as it is produced, never holding it whole, with `Range` support
+  /// and the response's transfer faults (see ``StreamedResponse``).
+  case stream(StreamedResponse)
   /// Writes `bytes` as they are — status line, header fields and body, well-formed or not (for
   /// example a field value in ISO-8859-1) — then closes the connection.
   case raw([UInt8])

@@ -18,6 +18,7 @@ final class ServerState: @unchecked Sendable {
   private var accepted = 0
   private var runningThreads = 0
   private var serverThreads: Set<ObjectIdentifier> = []
+  private var serial = 0
 
   /// How long ``stop()`` waits for the threads to finish (a handler stuck in user code can make
   /// it wait this long).
@@ -89,6 +90,14 @@ final class ServerState: @unchecked Sendable {
     condition.lock()
     unanswered -= 1
     condition.unlock()
+  }
+
+  /// Returns 1, 2, 3, … on successive calls (for tags that change on every request).
+  func nextSerial() -> Int {
+    condition.lock()
+    defer { condition.unlock() }
+    serial += 1
+    return serial
   }
 
   /// Empties the request log.

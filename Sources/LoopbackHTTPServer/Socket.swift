@@ -107,6 +107,11 @@ enum Socket {
     return Array(bytes).withUnsafeBytes { sendAll(fd, $0) }
   }
 
+  /// Sends all of `buffer`; returns `false` when the peer is gone or the socket was shut down.
+  static func send(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Bool {
+    sendAll(fd, buffer)
+  }
+
   private static func sendAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Bool {
     var offset = 0
     while offset < buffer.count {
