@@ -252,10 +252,11 @@ struct LoopbackTransferServerTests {
   }
 
   /// Downloads a large generated body with curl to /dev/null and reports the rate; the server's
-  /// memory must stay flat. `LOOPBACK_THROUGHPUT_BYTES` sets the size (256 MiB by default).
+  /// memory must stay flat. `LOOPBACK_THROUGHPUT_BYTES` sets the size (64 MiB by default; the
+  /// Benchmarks executable measures 1 GiB).
   @Test func aLargeBodyStreamsFastWithFlatMemory() async throws {
     let size =
-      ProcessInfo.processInfo.environment["LOOPBACK_THROUGHPUT_BYTES"].flatMap(Int64.init) ?? 256 << 20
+      ProcessInfo.processInfo.environment["LOOPBACK_THROUGHPUT_BYTES"].flatMap(Int64.init) ?? 64 << 20
     let body = GeneratedBody(length: size, seed: 99)
     try await withServer({ router in
       router.on("GET", "/big") { _ in .stream(StreamedResponse(body: body)) }
@@ -268,7 +269,9 @@ struct LoopbackTransferServerTests {
       print(
         "THROUGHPUT | \(size >> 20) MiB generated body to curl | \(Int(result.speed / 1e6)) MB/s"
           + " | peak RSS growth \(growth >> 20) MiB")
-      #expect(growth < 16 << 20, "resident memory grew by \(growth) bytes")
+      if MemoryMeasurement.isMeaningful {
+        #expect(growth < 16 << 20, "resident memory grew by \(growth) bytes")
+      }
     }
   }
 
@@ -453,7 +456,9 @@ struct LoopbackTransferServerTests {
       #expect(request.consumedBody?.checksum == body.checksum)
       #expect(request.consumedBody?.isComplete == true)
       print("UPLOAD | 64 MiB consumed | peak RSS growth \(growth >> 20) MiB")
-      #expect(growth < 16 << 20, "resident memory grew by \(growth) bytes")
+      if MemoryMeasurement.isMeaningful {
+        #expect(growth < 16 << 20, "resident memory grew by \(growth) bytes")
+      }
     }
   }
 

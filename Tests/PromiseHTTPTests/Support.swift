@@ -193,3 +193,12 @@ func eventually(within limit: Duration = .seconds(20), _ condition: () -> Bool) 
 func largeJSON(bytes count: Int) -> String {
   "{\"padding\":\"" + String(repeating: "x", count: count) + "\"}"
 }
+
+/// Whether this process's resident memory says anything about the code under test.
+///
+/// Not under a sanitizer: AddressSanitizer keeps freed memory in quarantine and both sanitizers
+/// add shadow memory, so resident memory grows with what the code allocates and frees, not with
+/// what it keeps. `.ci/run` sets `PROMISES_SANITIZER` for its sanitizer steps.
+enum MemoryMeasurement {
+  static let isMeaningful = ProcessInfo.processInfo.environment["PROMISES_SANITIZER"] == nil
+}
