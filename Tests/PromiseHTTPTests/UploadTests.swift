@@ -348,7 +348,7 @@ struct UploadTests {
     form.append("large", name: "name")
     form.append(fileAt: url, name: "file")
     let kinds: [(String, HTTPBody)] = [
-      ("file", .file(url)), ("form with the file", .multipart(form)),
+      ("file", .file(url)), ("form with the file", .multipart(form)), ("file, again", .file(url)),
       (
         "stream of 64 KiB chunks",
         .stream(
