@@ -46,6 +46,15 @@ struct UploadTests {
     }
   }
 
+  /// The message of an `HTTPError.invalidRequest` outcome, recording an issue for any other.
+  static func invalidRequest<T>(
+    _ result: Result<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation
+  ) -> String? {
+    if case .failure(HTTPError.invalidRequest(let message)) = result { return message }
+    Issue.record("expected HTTPError.invalidRequest, got \(result)", sourceLocation: sourceLocation)
+    return nil
+  }
+
   /// Collects a progress stream's updates.
   static func updates(_ stream: AsyncStream<TransferProgress>) -> Task<[TransferProgress], Never> {
     Task {
@@ -106,6 +115,61 @@ struct UploadTests {
     }
   }
 
+  @Test func bytesReportProgressOnTheQueueTheCallerNames() async throws {
+    let content = Self.pattern(1 << 20)
+    let queue = DispatchQueue(label: "UploadTests.progress")
+    let seen = LockedUpdates()
+    try await withServer({ router in
+      router.on("POST", "/bytes") { request in .respond(.text("\(request.body.count)")) }
+    }) { server in
+      let progress = TransferProgressHandler(on: queue, interval: .milliseconds(1)) { update in
+        dispatchPrecondition(condition: .onQueue(queue))
+        seen.append(update)
+      }
+      _ = try await server.client().upload(.data(content), to: "bytes", progress: progress).value
+      #expect(Data(try #require(server.requests.first).body) == content)
+      #expect(server.requests.first?.header("Content-Length") == "\(content.count)")
+    }
+    // The final update was handed to the queue before the promise settled.
+    queue.sync {}
+    let updates = seen.all
+    #expect(
+      updates.last
+        == TransferProgress(
+          completedBytes: Int64(content.count), expectedBytes: Int64(content.count), isFinal: true))
+    #expect(updates.filter(\.isFinal).count == 1)
+  }
+
+  /// Updates appended from a queue, read by the test.
+  final class LockedUpdates: @unchecked Sendable {
+    // Safety: `updates` is read and written only while `lock` is held.
+    private let lock = NSLock()
+    private var updates: [TransferProgress] = []
+
+    func append(_ update: TransferProgress) {
+      lock.lock()
+      updates.append(update)
+      lock.unlock()
+    }
+
+    var all: [TransferProgress] {
+      lock.lock()
+      defer { lock.unlock() }
+      return updates
+    }
+  }
+
+  @Test func theLengthOfABodyIsKnownBeforeItIsSent() throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let url = try scratch.file("sized.bin", Self.pattern(1234))
+    #expect(HTTPBody.data(Data(count: 7)).length == 7)
+    #expect(HTTPBody.file(url).length == 1234)
+    #expect(HTTPBody.file(scratch.directory.appendingPathComponent("none")).length == nil)
+    #expect(HTTPBody.stream(Self.chunks([])).length == nil)
+    #expect(HTTPBody.stream(Self.chunks([]), length: 10).length == 10)
+  }
+
   @Test func aStreamWithALengthThatItDoesNotMatchIsRejected() async throws {
     try await withServer({ router in
       router.on("POST", "/stream") { _ in .respond(.text("ok")) }
@@ -113,10 +177,7 @@ struct UploadTests {
       let client = server.client()
       let short = await outcome(
         of: client.upload(.stream(Self.chunks([Data("abc".utf8)]), length: 10), to: "stream"))
-      guard case .invalidRequest(let message)? = httpError(short.result) else {
-        Issue.record("expected invalidRequest, got \(short.result)")
-        return
-      }
+      guard let message = Self.invalidRequest(short.result) else { return }
       #expect(message.contains("yielded 3 bytes, not the 10"))
     }
   }
@@ -134,10 +195,7 @@ struct UploadTests {
       continuation.yield(Data(repeating: 1, count: 1000))
       continuation.finish(throwing: Broken())
       let result = await outcome(of: client.upload(.stream(chunks), to: "stream")).result
-      guard case .invalidRequest(let message)? = httpError(result) else {
-        Issue.record("expected invalidRequest, got \(result)")
-        return
-      }
+      guard let message = Self.invalidRequest(result) else { return }
       #expect(message.contains("the microphone was unplugged"))
     }
   }
@@ -151,15 +209,23 @@ struct UploadTests {
     }) { server in
       let client = server.client()
       for (url, reason) in [(missing, "No such file"), (scratch.directory, "directory")] {
+        // Without the check, FoundationNetworking sent the headers and waited for the client's
+        // timeout (measured: 30 s) before failing.
         let result = await outcome(of: client.upload(.file(url), to: "files")).result
-        guard case .invalidRequest(let message)? = httpError(result) else { continue }
+        guard case .invalidRequest(let message)? = httpError(result) else {
+          Issue.record("expected invalidRequest for \(url.path), got \(result)")
+          continue
+        }
         #expect(message.contains(url.path))
         #expect(message.contains(reason))
         var form = MultipartForm()
         form.append("x", name: "field")
         form.append(fileAt: url, name: "file")
         let formResult = await outcome(of: client.upload(.multipart(form), to: "files")).result
-        guard case .invalidRequest(let formMessage)? = httpError(formResult) else { continue }
+        guard case .invalidRequest(let formMessage)? = httpError(formResult) else {
+          Issue.record("expected invalidRequest for the form with \(url.path), got \(formResult)")
+          continue
+        }
         #expect(formMessage.contains(url.path))
       }
       #expect(server.requests.isEmpty)
@@ -174,7 +240,7 @@ struct UploadTests {
     chmod(url.path, 0)
     try await withServer({ _ in }) { server in
       let result = await outcome(of: server.client().upload(.file(url), to: "files")).result
-      guard case .invalidRequest(let message)? = httpError(result) else { return }
+      guard let message = Self.invalidRequest(result) else { return }
       #expect(message.contains("Permission denied"))
     }
   }
@@ -282,9 +348,9 @@ struct UploadTests {
       let own = await outcome(
         of: client.upload(
           .data(Data("a".utf8)), with: HTTPRequest(method: .post, path: "x", body: Data("b".utf8))))
-      guard case .invalidRequest? = httpError(own.result) else { return }
+      _ = Self.invalidRequest(own.result)
       let get = await outcome(of: client.upload(.data(Data("a".utf8)), to: "x", method: .get))
-      guard case .invalidRequest? = httpError(get.result) else { return }
+      _ = Self.invalidRequest(get.result)
       #expect(server.requests.isEmpty)
     }
   }
@@ -300,7 +366,7 @@ struct UploadTests {
       router.on("POST", "/forms") { _ in .respond(.text("ok")) }
     }) { server in
       let result = await outcome(of: server.client().upload(.multipart(form), to: "forms")).result
-      guard case .invalidRequest(let message)? = httpError(result) else { return }
+      guard let message = Self.invalidRequest(result) else { return }
       #expect(message.contains("contains the form's boundary"))
       #expect(message.contains(url.path))
     }
