@@ -47,8 +47,8 @@ protocol UploadBodySource: AnyObject, Sendable {
 protocol UploadBodyStream: AnyObject, Sendable {
   /// Returns the stream a task reads (one per task).
   func makeInputStream() -> InputStream
-  /// Makes a read that waits, and every later read, fail at once; does nothing more when called
-  /// again. Called before the task is cancelled: a cancel waits for the read in progress.
+  /// Makes every later read fail at once, and closes what the stream reads; does nothing more
+  /// when called again. Called before the task is cancelled and when it completes.
   func abort()
   /// The error the body failed with while being read (a file that changed or holds the form's
   /// boundary), which explains the transport error it caused.
