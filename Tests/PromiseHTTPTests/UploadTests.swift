@@ -279,8 +279,16 @@ struct UploadTests {
         retryPolicy: RetryPolicy(
           maximumAttempts: 3, retryableMethods: [.post],
           backoff: .exponential(initial: .milliseconds(5), maximum: .milliseconds(20))))
-      _ = try await client.upload(.multipart(form), to: "forms").value
+      let (progress, stream) = TransferProgressHandler.makeStream(interval: .milliseconds(1))
+      let collected = Self.updates(stream)
+      _ = try await client.upload(.multipart(form), to: "forms", progress: progress).value
       #expect(server.requests.count == 2)
+      // Counted again from 0 by the second attempt; the last update is the whole form.
+      let last = try #require(await collected.value.last)
+      #expect(
+        last
+          == TransferProgress(
+            completedBytes: Int64(expected.count), expectedBytes: Int64(expected.count), isFinal: true))
       for request in server.requests {
         #expect(Data(request.body) == expected)
         #expect(request.header("Content-Type") == form.contentType)
@@ -399,7 +407,14 @@ struct UploadTests {
     try await withServer({ router in
       router.on("POST", "/forms") { _ in .respond(.text("ok")) }
     }) { server in
-      let result = await outcome(of: server.client().upload(.multipart(form), to: "forms")).result
+      let (progress, stream) = TransferProgressHandler.makeStream(interval: .milliseconds(1))
+      let collected = Self.updates(stream)
+      let result = await outcome(
+        of: server.client().upload(.multipart(form), to: "forms", progress: progress)
+      )
+      .result
+      // A failed upload ends its progress without a final update.
+      #expect(await collected.value.allSatisfy { !$0.isFinal })
       guard let message = Self.invalidRequest(result) else { return }
       #expect(message.contains("contains the form's boundary"))
       #expect(message.contains(url.path))
