@@ -132,9 +132,8 @@ final class DownloadSink: ResponseBodySink {
         guard let range, range.start == state.askedOffset, sameVersion else {
           let asked = state.askedOffset
           let previous = state.validator
-          state.written = 0
           state.validator = nil
-          if let error = state.file.truncate(to: 0) { return .failure(fail(&state, error)) }
+          if let error = cut(&state, to: 0) { return .failure(error) }
           let what =
             !sameVersion
             ? "a different version of the resource (validator \(validator ?? "none") where \(previous ?? "none") was asked)"
@@ -152,8 +151,7 @@ final class DownloadSink: ResponseBodySink {
         state.validator = validator
         state.expected = declared
       }
-      state.written = start
-      if let error = state.file.truncate(to: start) { return .failure(fail(&state, error)) }
+      if let error = cut(&state, to: start) { return .failure(error) }
       return .success((start, state.expected))
     }
     switch outcome {
@@ -184,6 +182,14 @@ final class DownloadSink: ResponseBodySink {
     case nil:
       return nil
     }
+  }
+
+  /// Cuts the file to `length` bytes, unless it has that length already (the file always holds
+  /// exactly `written` bytes); returns the exchange's error when that fails.
+  private func cut(_ state: inout State, to length: Int64) -> HTTPError? {
+    guard state.written != length else { return nil }
+    state.written = length
+    return state.file.truncate(to: length).map { fail(&state, $0) }
   }
 
   /// Records a file error and returns the exchange's error for it (not retried).
