@@ -37,7 +37,10 @@ struct DownloadLifecycleTests {
         let (result, _) = await outcome(of: client.download("file", to: directory.file()))
         let error = transferError(result)
         #expect(error?.posixCode == .ENOSPC, "\(String(describing: error))")
-        guard case .fileSystem("write", let url, _)? = error else { return }
+        guard case .fileSystem("write", let url, _)? = error else {
+          Issue.record("got \(String(describing: error))")
+          return
+        }
         #expect(url == temporary)
         #expect("\(error!)".contains("No space left on device (ENOSPC)"))
         #expect(server.requests.count == 1, "a full disk is not a reason to download again")
@@ -111,7 +114,10 @@ struct DownloadLifecycleTests {
           of: client(server, queue: queue).download(
             "file", to: directory.file(), deadline: .after(.milliseconds(400))),
           since: start)
-        guard case .timedOut(_, let allowed)? = httpError(result) else { return }
+        guard case .timedOut(_, let allowed)? = httpError(result) else {
+          Issue.record("got \(String(describing: httpError(result)))")
+          return
+        }
         #expect(allowed == .milliseconds(400))
         #expect(elapsed < .seconds(10), "the body takes about 2 s; the deadline ends it at 0.4 s")
         #expect(await eventually { server.server.openConnectionCount == 0 })
@@ -134,13 +140,17 @@ struct DownloadLifecycleTests {
         }
       }) { server in
         let client = client(server, queue: queue, timeout: .milliseconds(800))
-        let (result, elapsed) = await outcome(of: client.download("file", to: directory.file()))
+        let start = ContinuousClock.now
+        let (result, elapsed) = await outcome(of: client.download("file", to: directory.file()), since: start)
         _ = try result.get()
         #expect(elapsed > .milliseconds(800))
         #expect(directory.fingerprint() == Fingerprint(Self.content))
         // The same drip in memory is bounded by `timeout` as a whole, as before.
         let (inMemory, _) = await outcome(of: client.get("json"))
-        guard case .timedOut? = httpError(inMemory) else { return }
+        guard case .timedOut? = httpError(inMemory) else {
+          Issue.record("got \(String(describing: httpError(inMemory)))")
+          return
+        }
       }
     }
   }
@@ -155,8 +165,12 @@ struct DownloadLifecycleTests {
         }
       }) { server in
         let client = client(server, queue: queue, timeout: .milliseconds(300), retryPolicy: quickRetries())
-        let (result, elapsed) = await outcome(of: client.download("file", to: directory.file()))
-        guard case .timedOut(_, let allowed)? = httpError(result) else { return }
+        let start = ContinuousClock.now
+        let (result, elapsed) = await outcome(of: client.download("file", to: directory.file()), since: start)
+        guard case .timedOut(_, let allowed)? = httpError(result) else {
+          Issue.record("got \(String(describing: httpError(result)))")
+          return
+        }
         #expect(allowed == .milliseconds(300))
         #expect(elapsed >= .milliseconds(300), "\(elapsed)")
         #expect(server.requests.count == 1)

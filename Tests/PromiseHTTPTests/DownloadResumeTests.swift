@@ -126,7 +126,10 @@ struct DownloadResumeTests {
       }) { server in
         let client = server.client(retryPolicy: quickRetries(2))
         let (result, _) = await outcome(of: client.download("file", to: directory.file()))
-        guard case .transport(let error, _)? = httpError(result) else { return }
+        guard case .transport(let error, _)? = httpError(result) else {
+          Issue.record("got \(String(describing: httpError(result)))")
+          return
+        }
         #expect(error.code == .badServerResponse)
         #expect("\(httpError(result)!)".contains("bytes 5-9"), "\(httpError(result)!)")
         #expect(directory.names.isEmpty)
@@ -196,7 +199,10 @@ struct DownloadResumeTests {
         router.on("GET", "/file") { _ in .truncatedBody(ServerResponse(body: Self.content), sendBytes: Self.cut) }
       }) { server in
         let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
-        guard case .transport(let error, _)? = httpError(result) else { return }
+        guard case .transport(let error, _)? = httpError(result) else {
+          Issue.record("got \(String(describing: httpError(result)))")
+          return
+        }
         #expect(error.code == .networkConnectionLost)
         #expect(directory.names.isEmpty)
       }
