@@ -289,4 +289,34 @@ struct DownloadResumeTests {
       }
     }
   }
+
+  @Test func aRangeTheServerCannotSatisfyStartsOver() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        // The resource shrank: the kept bytes reach past its end.
+        let shorter = Array(Self.content.prefix(Self.cut / 2))
+        let calls = Counter()
+        router.on("GET", "/file") { request in
+          if calls.next() == 1 {
+            return .resetMidBody(
+              rangeResponse(Self.content, etag: "\"v1\"", for: request).0, afterBytes: Self.cut)
+          }
+          if request.header("Range") != nil {
+            return .respond(
+              ServerResponse(status: 416, headers: [("Content-Range", "bytes */\(shorter.count)")]))
+          }
+          return .respond(ServerResponse(headers: [("ETag", "\"v2\"")], body: shorter))
+        }
+      }) { server in
+        let client = server.client(retryPolicy: quickRetries())
+        let download = try await client.download("file", to: directory.file()).value
+        #expect(download.byteCount == Int64(Self.cut / 2))
+        #expect(directory.fingerprint() == Fingerprint(Self.content.prefix(Self.cut / 2)))
+        let requests = server.requests
+        #expect(requests.count == 3)
+        #expect(requests[1].header("Range") != nil)
+        #expect(requests[2].header("Range") == nil)
+      }
+    }
+  }
 }

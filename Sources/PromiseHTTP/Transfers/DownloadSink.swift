@@ -116,6 +116,7 @@ final class DownloadSink: ResponseBodySink {
   }
 
   func begin(_ response: HTTPURLResponse) -> ResponseBodyDecision {
+    if response.statusCode == 416, let error = rangeRefused() { return .fail(error) }
     guard acceptable.contains(response.statusCode) else { return .collect }
     let encoded =
       response.value(forHTTPHeaderField: "Content-Encoding").map { !$0.isEmpty && $0 != "identity" } ?? false
@@ -185,6 +186,26 @@ final class DownloadSink: ResponseBodySink {
       return error
     case nil:
       return nil
+    }
+  }
+
+  /// Starts the file over after a `416 Range Not Satisfiable` for the range this attempt asked.
+  ///
+  /// The kept bytes are no longer a prefix of the resource: the attempt fails with a retried
+  /// error so that the next one asks for everything. `nil` when no range was asked.
+  private func rangeRefused() -> HTTPError? {
+    state.withLock { state in
+      guard state.phase == .open, state.askedOffset > 0 else { return nil }
+      let asked = state.askedOffset
+      state.validator = nil
+      if let error = cut(&state, to: 0) { return error }
+      return .transportFailure(
+        URLError(
+          .badServerResponse,
+          userInfo: [
+            NSLocalizedDescriptionKey:
+              "the server cannot send bytes \(asked)- (416 Range Not Satisfiable); the download starts over"
+          ]), url: errorURL)
     }
   }
 
