@@ -2,13 +2,13 @@
 """Lists, per PromiseHTTP file, which other files' types it names; prints back-edges and cycles.
 
 Usage: python3 Scripts/layer-deps.py [Sources/PromiseHTTP] [-v]
-The layers, highest first: Client, Lifecycle, Transport, Policies, Messages. A back-edge is a
+The layers, highest first: Client, Transfers, Lifecycle, Transport, Policies, Messages. A back-edge is a
 file naming a top-level type (or extending one) declared in a higher layer. Textual: comments
 and string literals are stripped, nested type names are not resolved.
 """
 import re, sys, os, itertools
 root = sys.argv[1] if len(sys.argv) > 1 else "Sources/PromiseHTTP"
-order = ["Client", "Lifecycle", "Transport", "Policies", "Messages"]
+order = ["Client", "Transfers", "Lifecycle", "Transport", "Policies", "Messages"]
 files = {}
 for d in order:
     p = os.path.join(root, d)
