@@ -45,6 +45,9 @@ enum BenchmarkCommand {
       measurements += groupMeasurements
     }
 
+    // The transfer workload's files (1 GiB each in a full run).
+    TransferScratch.removeAll()
+
     let checksum = measurements.reduce(0) { $0 &+ $1.checksum }
     say("checksum: \(checksum)")
     if options.json { print(Report.json(measurements)) }

@@ -63,11 +63,27 @@ struct Workload {
   let units: Int
   let samples: Int
   let warmups: Int
-  /// Whether the peak resident memory of each sample is measured (deep chain only).
+  /// Whether the peak resident memory of each sample is measured (deep chain, transfers).
   var measuresPeakMemory = false
+  /// The most the peak resident memory may grow in one sample: a sample above it fails the
+  /// case (its timings are still reported). `nil`: no limit.
+  var memoryLimitBytes: Int?
+  /// Bytes moved per unit, for a throughput column (MB/s); `nil` for workloads that move none.
+  var bytesPerUnit: Int?
   /// The variant ratios are computed against: the hand-written Dispatch chain, except for
-  /// HTTP, where the baseline is the same requests written with raw `URLSession`.
+  /// HTTP, where the baseline is the same requests written with raw `URLSession`, and for
+  /// transfers, where it is curl (each case names its own curl case, see `BenchCase.baseline`).
   var baselineVariant = "dispatch"
+}
+
+/// One timed run of a case, made by its untimed setup.
+struct TimedRun {
+  /// The timed work; returns the value every run must return.
+  let body: () throws -> Int
+  /// Untimed, after the body and the memory reading: checks what the body produced beyond
+  /// its value (a file's content, what a server received) and removes what it left; throws
+  /// a `BenchmarkFailure` on a mismatch.
+  var verify: (() throws -> Void)?
 }
 
 /// One measured case: a workload run by one implementation (our promise or a baseline).
@@ -77,10 +93,33 @@ struct BenchCase {
   let variant: String
   /// The value every timed run must return (derived from the work; also summed into the checksum).
   let expected: Int
-  /// Untimed setup; returns the timed body.
-  let prepare: () throws -> () throws -> Int
+  /// The variant of the same workload this case's ratio is computed against.
+  let baseline: String
+  /// Untimed setup; returns the timed run.
+  let prepareRun: () throws -> TimedRun
 
   var name: String { "\(workload.name)/\(variant)" }
+
+  /// A case whose setup returns the timed body, compared with the workload's baseline.
+  init(workload: Workload, variant: String, expected: Int, prepare: @escaping () throws -> () throws -> Int) {
+    self.workload = workload
+    self.variant = variant
+    self.expected = expected
+    self.baseline = workload.baselineVariant
+    self.prepareRun = { TimedRun(body: try prepare()) }
+  }
+
+  /// A case whose setup returns a timed body and an untimed check, compared with `baseline`.
+  init(
+    workload: Workload, variant: String, baseline: String, expected: Int,
+    prepareRun: @escaping () throws -> TimedRun
+  ) {
+    self.workload = workload
+    self.variant = variant
+    self.expected = expected
+    self.baseline = baseline
+    self.prepareRun = prepareRun
+  }
 }
 
 /// Peak resident memory of one case.
@@ -150,6 +189,9 @@ private struct CaseRun {
   var checksum = 0
   var memory: MemoryStats?
   var failure: String?
+  /// A sample whose memory grew beyond the workload's limit: the case fails, but keeps sampling
+  /// so that its figures are complete.
+  var memoryFailure: String?
   /// Wall time spent taking samples (setup included).
   var timeSpent = Duration.zero
 
@@ -158,14 +200,16 @@ private struct CaseRun {
   var measurement: Measurement {
     Measurement(
       benchCase: benchCase, nanosecondsPerUnit: perUnit.sorted(), checksum: checksum, memory: memory,
-      failure: failure)
+      failure: failure ?? memoryFailure)
   }
 
   mutating func warmUp() {
     guard failure == nil else { return }
     do {
-      let body = try benchCase.prepare()
-      try check(try body())
+      let run = try benchCase.prepareRun()
+      let value = try run.body()
+      try run.verify?()
+      try check(value)
     } catch {
       failure = "\(error)"
     }
@@ -178,7 +222,7 @@ private struct CaseRun {
     defer { timeSpent += clock.now - sampleStart }
     let measuresMemory = benchCase.workload.measuresPeakMemory
     do {
-      let body = try benchCase.prepare()
+      let run = try benchCase.prepareRun()
       var startRSS = 0
       if measuresMemory {
         ProcessMemory.returnFreeMemoryToSystem()
@@ -186,16 +230,25 @@ private struct CaseRun {
         startRSS = ProcessMemory.residentBytes() ?? 0
       }
       let start = clock.now
-      let value = try body()
+      let value = try run.body()
       let elapsed = clock.now - start
+      var growth: Int?
       if measuresMemory, let peak = ProcessMemory.peakResidentBytes() {
+        growth = max(0, peak - startRSS)
         memory = MemoryStats(
           peakBytes: max(memory?.peakBytes ?? 0, peak),
-          growthBytes: max(memory?.growthBytes ?? 0, max(0, peak - startRSS)))
+          growthBytes: max(memory?.growthBytes ?? 0, growth ?? 0))
       }
+      try run.verify?()
       try check(value)
       checksum &+= value
       perUnit.append(elapsed.nanoseconds / Double(benchCase.workload.units))
+      if let limit = benchCase.workload.memoryLimitBytes, let growth, growth > limit {
+        let worst = memory?.growthBytes ?? growth
+        memoryFailure = String(
+          format: "peak RSS grew by up to %.1f MiB in a sample, above the limit of %.0f MiB",
+          Double(worst) / 1_048_576, Double(limit) / 1_048_576)
+      }
     } catch {
       failure = "\(error)"
     }

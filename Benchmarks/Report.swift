@@ -31,12 +31,18 @@ enum Report {
         "load average at start: \(averages) on \(ProcessInfo.processInfo.activeProcessorCount) CPUs "
           + "(other work on the machine makes every number noisier)")
     }
-    if cases.contains(where: { $0.workload.measuresPeakMemory }) {
+    let measured = cases.filter(\.workload.measuresPeakMemory).map(\.workload.name)
+    if !measured.isEmpty {
       let method =
         ProcessMemory.canResetPeak
         ? "VmHWM reset before each sample via /proc/self/clear_refs, minus VmRSS at its start"
         : "VmHWM is not resettable here: growth over the process-wide peak so far (a lower bound)"
-      lines.append("deep-chain runs LAST; peak RSS growth per sample: \(method); worst sample shown.")
+      let names = measured.reduce(into: [String]()) { names, name in
+        if names.last != name { names.append(name) }
+      }
+      lines.append(
+        "peak RSS growth per sample (\(names.joined(separator: ", ")); deep-chain runs LAST): \(method); "
+          + "worst sample shown.")
     }
     return lines
   }
@@ -44,12 +50,14 @@ enum Report {
   /// The table of one workload's cases.
   static func table(_ measurements: [Measurement]) -> String {
     guard let workload = measurements.first?.benchCase.workload else { return "" }
-    let baseline = dispatchMedian(measurements)
     let unit = workload.unit
     var columns = ["case", "median ns/\(unit)", "p90 ns/\(unit)", "× \(workload.baselineVariant)", "samples"]
-    if workload.measuresPeakMemory { columns += ["peak RSS growth", "bytes/\(unit)"] }
+    if workload.bytesPerUnit != nil { columns += ["MB/s", "MB/s ÷ \(workload.baselineVariant)"] }
+    if workload.measuresPeakMemory { columns += ["peak RSS growth"] }
+    if workload.measuresPeakMemory && workload.bytesPerUnit == nil { columns += ["bytes/\(unit)"] }
     var rows: [[String]] = []
     for measurement in measurements {
+      let baseline = baselineMedian(for: measurement, in: measurements)
       var row = [
         measurement.benchCase.variant,
         format(measurement.median, digits: 1),
@@ -57,10 +65,16 @@ enum Report {
         format(ratio(measurement, baseline), digits: 2),
         "\(measurement.nanosecondsPerUnit.count)",
       ]
+      if workload.bytesPerUnit != nil {
+        row.append(format(megabytesPerSecond(measurement), digits: 0))
+        row.append(format(ratio(measurement, baseline).map { 1 / $0 }, digits: 2))
+      }
       if workload.measuresPeakMemory {
         let growth = measurement.memory?.growthBytes
         row.append(growth.map { String(format: "%.1f MiB", Double($0) / 1_048_576) } ?? "—")
-        row.append(format(growth.map { Double($0) / Double(workload.units) }, digits: 1))
+        if workload.bytesPerUnit == nil {
+          row.append(format(growth.map { Double($0) / Double(workload.units) }, digits: 1))
+        }
       }
       if let failure = measurement.failure { row.append("FAILED: \(failure)") }
       rows.append(row)
@@ -75,10 +89,11 @@ enum Report {
   static func json(_ measurements: [Measurement]) -> String {
     var objects: [String] = []
     for group in groupedConsecutively(measurements, by: \.benchCase.workload.name) {
-      let baseline = dispatchMedian(group)
       for measurement in group {
+        let baseline = baselineMedian(for: measurement, in: group)
         let workload = measurement.benchCase.workload
         let growth = measurement.memory?.growthBytes
+        let perLink = workload.bytesPerUnit == nil ? growth.map { Double($0) / Double(workload.units) } : nil
         let fields: [(String, JSON)] = [
           ("name", .string(measurement.benchCase.name)),
           ("workload", .string(workload.name)),
@@ -87,15 +102,17 @@ enum Report {
           ("units_per_sample", .integer(workload.units)),
           ("median_ns", .number(measurement.median, digits: 2)),
           ("p90_ns", .number(measurement.p90, digits: 2)),
-          ("baseline", .string(workload.baselineVariant)),
+          ("baseline", .string(measurement.benchCase.baseline)),
           ("ratio_to_baseline", .number(ratio(measurement, baseline), digits: 3)),
           ("samples", .integer(measurement.nanosecondsPerUnit.count)),
           ("checksum", .integer(measurement.checksum)),
           ("peak_rss_bytes", measurement.memory.map { .integer($0.peakBytes) } ?? .null),
           ("peak_rss_growth_bytes", growth.map { .integer($0) } ?? .null),
-          ("bytes_per_link", .number(growth.map { Double($0) / Double(workload.units) }, digits: 1)),
+          ("bytes_per_link", .number(perLink, digits: 1)),
           ("optimized", .boolean(isOptimized)),
           ("error", measurement.failure.map { .string($0) } ?? .null),
+          ("megabytes_per_second", .number(megabytesPerSecond(measurement), digits: 1)),
+          ("throughput_ratio_to_baseline", .number(ratio(measurement, baseline).map { 1 / $0 }, digits: 3)),
         ]
         let body = fields.map { key, value in "    \(JSON.quote(key)): \(value.text)" }
         objects.append("  {\n" + body.joined(separator: ",\n") + "\n  }")
@@ -140,10 +157,21 @@ enum Report {
     }
   }
 
-  private static func dispatchMedian(_ measurements: [Measurement]) -> Double? {
+  /// The median of the case `measurement` is compared with (the workload's `dispatch`, or the
+  /// case's own baseline), unless that case failed.
+  private static func baselineMedian(for measurement: Measurement, in measurements: [Measurement]) -> Double?
+  {
     measurements.first {
-      $0.benchCase.variant == $0.benchCase.workload.baselineVariant && $0.failure == nil
+      $0.benchCase.variant == measurement.benchCase.baseline && $0.failure == nil
     }?.median
+  }
+
+  /// Decimal megabytes per second at the median, for workloads that move bytes.
+  private static func megabytesPerSecond(_ measurement: Measurement) -> Double? {
+    guard let bytes = measurement.benchCase.workload.bytesPerUnit, let median = measurement.median, median > 0
+    else { return nil }
+    // bytes per nanosecond = GB/s.
+    return Double(bytes) / median * 1_000
   }
 
   private static func ratio(_ measurement: Measurement, _ baseline: Double?) -> Double? {

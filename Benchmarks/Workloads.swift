@@ -36,6 +36,7 @@ struct Plan {
     cases += contentionCases()
     cases += fanOutCases()
     cases += httpCases()
+    cases += transferCases()
     cases += deepChainCases()
     return cases
   }

@@ -8,12 +8,15 @@
 //   --json              a JSON array on stdout, one object per case: name, workload, variant, unit,
 //                       units_per_sample, median_ns, p90_ns (ns per unit), baseline, ratio_to_baseline, samples,
 //                       checksum, peak_rss_bytes, peak_rss_growth_bytes, bytes_per_link (deep-chain
-//                       only, else null), optimized, error. Progress and the total checksum go to stderr.
+//                       only, else null), optimized, error, megabytes_per_second and
+//                       throughput_ratio_to_baseline (transfer only, else null). Progress and the
+//                       total checksum go to stderr.
 //   --smoke             every case once, tiny sizes, no warm-up: proves the executable completes (CI).
 //   --samples N         exactly N timed samples per case (deep-chain: at most its default of 3).
 //                       Without it each workload has its own sample count, and a case stops sampling
 //                       after ~8 s once it has 5 samples, so a slow build cannot stretch the run.
-//   Exit status: 0, or 1 if a case failed (wrong result, timeout, error), 2 for bad arguments.
+//   Exit status: 0, or 1 if a case failed (wrong result, timeout, error, memory above a
+//   workload's limit), 2 for bad arguments.
 //
 // HOW A CASE IS MEASURED
 //   A case has an untimed setup (e.g. creating the pending inputs) and a timed body. The body runs a
@@ -67,6 +70,13 @@
 //                    /proc/self/clear_refs, minus VmRSS at the sample's start (after malloc_trim);
 //                    "bytes/link" is that growth ÷ links (worst sample). Peak RSS is process-wide,
 //                    so this workload runs LAST; the output says how the peak was measured.
+//   7 transfer       1 GiB (8 MiB under --smoke) over loopback from the in-process server, 3
+//                    samples: download to a file and upload from a file, by curl (a child process,
+//                    THE baseline of each direction: download-curl, upload-curl), by PromiseHTTP
+//                    (download-promise, upload-promise) and by bare URLSession (…-urlsession).
+//                    Per MiB, plus MB/s and "MB/s ÷ curl"; the file or the server's receipt is
+//                    checked untimed. Peak RSS growth as for deep-chain; in a full run a sample
+//                    growing more than 32 MiB fails the case. See Cases+Transfer.swift.
 
 import Foundation
 
