@@ -70,13 +70,21 @@ protocol UploadProgressObserver: AnyObject, Sendable {
 final class Transport: Sendable {
   let session: URLSession
   let delegate: SessionDelegate
+  /// Where exchanges complete: the client's queue.
+  let callbackQueue: DispatchQueue
 
   init(configuration: URLSessionConfiguration, callbackQueue: DispatchQueue) {
     let delegate = SessionDelegate()
+    // The delegate's events run on a serial operation queue of their own, not on one whose
+    // `underlyingQueue` is the client's queue: FoundationNetworking queues every body chunk
+    // (16 KiB at most) as an operation without limit, and with an underlying queue the backlog
+    // of a fast download grew to 318–561 MiB for 1 GiB written to disk, against 21–49 MiB on a
+    // queue of its own (Benchmarks `transfer/`, Docs/Performance.md "Transfers"). Completions
+    // still run on the client's queue (`start`).
     let operations = OperationQueue()
     operations.name = "PromiseHTTP.session"
     operations.maxConcurrentOperationCount = 1
-    operations.underlyingQueue = callbackQueue
+    self.callbackQueue = callbackQueue
     self.delegate = delegate
     self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: operations)
   }
@@ -104,7 +112,7 @@ final class Transport: Sendable {
         delegate.add(exchange, for: task)
         return task
       },
-      completion: completion)
+      completion: { [callbackQueue] result in callbackQueue.async { completion(result) } })
     exchange.attach(stream)
     delegate.add(exchange, for: task)
     task.resume()
