@@ -210,17 +210,6 @@ public struct GeneratedBody: Sendable, Hashable, CustomStringConvertible {
 enum FileOutput {
   /// Writes all of `buffer`; returns `false` on an error (`errno` tells which).
   static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Bool {
-    var offset = 0
-    while offset < buffer.count {
-      let n = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-      if n > 0 {
-        offset += n
-      } else if n < 0 && errno == EINTR {
-        continue
-      } else {
-        return false
-      }
-    }
-    return true
+    Socket.repeatingPartialWrites(buffer) { write(fd, $0, $1) }
   }
 }

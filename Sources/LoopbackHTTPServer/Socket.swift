@@ -113,9 +113,17 @@ enum Socket {
   }
 
   private static func sendAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Bool {
+    repeatingPartialWrites(buffer) { Glibc.send(fd, $0, $1, Int32(MSG_NOSIGNAL)) }
+  }
+
+  /// Calls `write` with the rest of `buffer` until all of it is written (retrying on `EINTR`);
+  /// returns `false` on an error (`errno` tells which) or when nothing more can be written.
+  static func repeatingPartialWrites(
+    _ buffer: UnsafeRawBufferPointer, _ write: (UnsafeRawPointer, Int) -> Int
+  ) -> Bool {
     var offset = 0
     while offset < buffer.count {
-      let n = Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+      let n = write(buffer.baseAddress! + offset, buffer.count - offset)
       if n > 0 {
         offset += n
       } else if n < 0 && errno == EINTR {
