@@ -159,6 +159,58 @@ struct StreamingTests {
     }
   }
 
+  /// The resident memory of the process, from `/proc/self/status`, in MiB.
+  static func residentMiB() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+      let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+      let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
+    else { return -1 }
+    return kilobytes / 1024
+  }
+
+  /// A measurement, not a check (run with `PROMISEHTTP_STREAM_MEASURE=1`): 64 MiB sent as fast
+  /// as the server can to a reader that waits until all of it has arrived, with the default
+  /// 1 MiB buffer (twice: the first run also pays for the server's own buffers) and with an
+  /// unbounded one; prints the resident memory at each step.
+  @Test(.enabled(if: ProcessInfo.processInfo.environment["PROMISEHTTP_STREAM_MEASURE"] == "1"))
+  func measureTheMemoryOfASlowReader() async throws {
+    let body = Self.pattern(64 << 20)
+    try await withServer({ router in
+      router.on("GET", "/big") { _ in .respond(ServerResponse(body: body)) }
+    }) { server in
+      let runs = [
+        ("1 MiB buffer", HTTPBodyStream.defaultBufferSize),
+        ("1 MiB buffer, again", HTTPBodyStream.defaultBufferSize), ("unbounded", Int.max),
+      ]
+      for (name, bufferSize) in runs {
+        let before = Self.residentMiB()
+        let start = ContinuousClock.now
+        let response = try await server.client().stream(
+          HTTPRequest(path: "big"), bufferSize: bufferSize, spillLimit: 1 << 30, file: #fileID, line: #line
+        ).value
+        let stream = response.body.lifetime.stream
+        var iterator = response.body.makeAsyncIterator()
+        var offset = 0
+        var intact = true
+        func check(_ chunk: Data) {
+          intact = intact && chunk.elementsEqual(body[offset..<offset + chunk.count])
+          offset += chunk.count
+        }
+        check(try await iterator.next() ?? Data())
+        #expect(await eventually { stream.counters.received == Int64(body.count) })
+        let arrived = ContinuousClock.now - start
+        let paused = Self.residentMiB()
+        let counters = stream.counters
+        while let chunk = try await iterator.next() { check(chunk) }
+        print(
+          "MEASURE | \(name) | arrived in \(arrived) | RSS before \(before) MiB, all arrived \(paused) MiB,"
+            + " read \(Self.residentMiB()) MiB | peak buffered in memory \(counters.peakMemory) B,"
+            + " spilled \(counters.spilled) B | intact \(intact && offset == body.count)")
+        #expect(intact && offset == body.count)
+      }
+    }
+  }
+
   // MARK: Lines
 
   struct Event: Decodable, Equatable {

@@ -245,9 +245,11 @@ struct RequestStateMachine {
 
   /// The request's own deadline passed while its committed body was streaming.
   mutating func ownDeadlinePassed() -> Action {
-    guard case .running(let running, _) = state, running.committed else { return .none }
-    return finish(
-      .failure(HTTPError.timedOut(url: url, deadline: settings.deadlineAllowed ?? running.allowed)))
+    guard case .running(let running, _) = state, running.committed, let allowed = settings.deadlineAllowed
+    else {
+      return .none
+    }
+    return finish(.failure(HTTPError.timedOut(url: url, deadline: allowed)))
   }
 
   /// The backoff after attempt `attempt` is over at `now`: the next attempt starts.
