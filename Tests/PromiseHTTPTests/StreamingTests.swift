@@ -380,6 +380,26 @@ struct StreamingTests {
     }
   }
 
+  @Test func aSilenceLongerThanTheTimeoutEndsTheStream() async throws {
+    try await withServer({ router in
+      // The head at once, then nothing for 30 s.
+      router.on("GET", "/stall") { _ in
+        .trickle(ServerResponse(body: Array("ab".utf8)), chunkSize: 1, interval: .seconds(30))
+      }
+    }) { server in
+      let start = ContinuousClock.now
+      // 1 s: libcurl's inactivity timer counts whole seconds, plus one (2 s here).
+      let response = try await server.client(timeout: .seconds(1)).stream("stall").value
+      do {
+        for try await _ in response.body {}
+        Issue.record("the silent stream ended without an error")
+      } catch HTTPError.transport(let error, _) {
+        #expect(error.code == .timedOut)
+      }
+      #expect(ContinuousClock.now - start < .seconds(5))
+    }
+  }
+
   // MARK: Cancellation and the slot
 
   @Test func breakingOutCancelsTheRequestAndFreesTheSlot() async throws {
