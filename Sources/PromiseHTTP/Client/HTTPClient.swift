@@ -89,7 +89,7 @@ public final class HTTPClient: Sendable {
   /// Names match case-insensitively, and also by their words: `signature` matches
   /// `X-Amz-Signature`, `token` matches `oauth_token` and `accessToken`.
   public var sensitiveQueryParameters: Set<String> { configuration.sensitiveQueryParameters }
-  private let sensitiveParameters: ParameterNameSet
+  let sensitiveParameters: ParameterNameSet
   /// The statuses that fulfil a request's promise; others reject with `unacceptableStatus`.
   public var acceptableStatusCodes: Range<Int> { configuration.acceptableStatusCodes }
   /// Attaches and refreshes tokens, if set.

@@ -32,6 +32,9 @@ public enum HTTPError: Error, Sendable {
   /// The request (with its retries) did not finish before its deadline.
   case timedOut(url: URL?, deadline: Duration)
   /// The body grew past the client's size limit (decompressed bytes counted); it was cancelled.
+  ///
+  /// The limit is `HTTPClient.maximumResponseSize` (4 MiB by default), for bodies kept in
+  /// memory; `HTTPClient.download(_:to:)` streams a large body to a file instead.
   case tooLarge(limit: Int, url: URL?)
   /// The request, or a redirect hop (to a scheme other than `http` or `https`), was refused
   /// before anything was sent to it; the text says what was wrong.
@@ -115,7 +118,8 @@ extension HTTPError: CustomStringConvertible, CustomDebugStringConvertible, Loca
     case .timedOut(let url, let deadline):
       return "HTTP request to \(Redaction.text(url)) timed out: its deadline of \(deadline) passed"
     case .tooLarge(let limit, let url):
-      return "HTTP response from \(Redaction.text(url)) is larger than the limit of \(limit) bytes"
+      return
+        "HTTP response from \(Redaction.text(url)) is larger than the limit of \(limit) bytes (the client's maximumResponseSize); receive a large body with HTTPClient.download(_:to:), which writes it to a file"
     case .invalidRequest(let what):
       return "HTTP request refused before sending: \(what)"
     case .tooManyRedirects(let limit, let url):

@@ -1,0 +1,154 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// The temporary file of one download, beside its destination: created before the request is
+/// sent, written at explicit offsets, then moved onto the destination or discarded.
+///
+/// `.<name>.promisehttp-download` in the destination's directory, so that the final `rename`
+/// stays on one file system and is atomic: the destination holds either nothing (or its old
+/// file) or the whole body. A `.resume` file beside it records the URL (redacted) and the
+/// validator its bytes belong to, when a failed download keeps it for a later one.
+///
+/// A value without a lock: `DownloadSink` keeps it in its locked state.
+struct DownloadFile {
+  /// What a kept partial file belongs to.
+  struct ResumeRecord: Codable, Equatable {
+    /// The request's URL, with secret query values redacted (no credential on disk).
+    var url: String
+    /// The strong `ETag`, or else the `Last-Modified`, of the response whose bytes the file holds.
+    var validator: String
+  }
+
+  let destination: URL
+  let temporaryURL: URL
+  let resumeURL: URL
+  /// The open temporary file; -1 once closed.
+  private(set) var descriptor: Int32
+  /// The bytes already in the file when it was opened (a kept partial file), and their validator.
+  private(set) var resumable: (length: Int64, validator: String)?
+
+  /// Returns the temporary file's URL for `destination`.
+  static func temporaryURL(for destination: URL) -> URL {
+    destination.deletingLastPathComponent().appendingPathComponent(
+      ".\(destination.lastPathComponent).promisehttp-download")
+  }
+
+  /// Checks `destination` and opens (or creates) its temporary file: the checks a download makes
+  /// before anything is sent.
+  ///
+  /// - Parameters:
+  ///   - destination: Where the file goes once complete.
+  ///   - requestURL: The redacted URL of the request, compared with a kept file's record.
+  ///   - options: Replacing, resuming.
+  static func create(
+    destination: URL, requestURL: String, options: DownloadOptions
+  ) -> Result<DownloadFile, TransferError> {
+    guard destination.isFileURL, !destination.lastPathComponent.isEmpty, !destination.hasDirectoryPath else {
+      return .failure(.invalidDestination(destination, reason: "the destination must be the URL of a file"))
+    }
+    let destination = destination.standardizedFileURL
+    var status = stat()
+    if stat(destination.path, &status) == 0 {
+      if status.st_mode & S_IFMT == S_IFDIR {
+        return .failure(.invalidDestination(destination, reason: "it is a directory"))
+      }
+      if !options.replacesExistingFile { return .failure(.destinationExists(destination)) }
+    }
+    let temporaryURL = temporaryURL(for: destination)
+    let resumeURL = temporaryURL.appendingPathExtension("resume")
+    var resumable: (length: Int64, validator: String)?
+    var descriptor: Int32 = -1
+    if options.resumesPartialFile, let data = FileManager.default.contents(atPath: resumeURL.path),
+      let record = try? JSONDecoder().decode(ResumeRecord.self, from: data), record.url == requestURL
+    {
+      descriptor = open(temporaryURL.path, O_RDWR | O_CLOEXEC)
+      if descriptor >= 0, fstat(descriptor, &status) == 0, status.st_size > 0 {
+        resumable = (Int64(status.st_size), record.validator)
+      }
+    }
+    // The record is rewritten if this download fails and keeps the file again.
+    unlink(resumeURL.path)
+    if resumable == nil {
+      if descriptor >= 0 { close(descriptor) }
+      descriptor = open(temporaryURL.path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+      guard descriptor >= 0 else { return .failure(.lastError("create", temporaryURL)) }
+    }
+    return .success(
+      DownloadFile(
+        destination: destination, temporaryURL: temporaryURL, resumeURL: resumeURL, descriptor: descriptor,
+        resumable: resumable))
+  }
+
+  /// Cuts the file to `length` bytes (0 to start over).
+  func truncate(to length: Int64) -> TransferError? {
+    while ftruncate(descriptor, off_t(length)) != 0 {
+      if errno != EINTR { return .lastError("truncate", temporaryURL) }
+    }
+    return nil
+  }
+
+  /// Writes `data` at `offset`, all of it.
+  func write(_ data: Data, at offset: Int64) -> TransferError? {
+    data.withUnsafeBytes { raw -> TransferError? in
+      guard let base = raw.baseAddress else { return nil }
+      var done = 0
+      while done < raw.count {
+        let count = pwrite(descriptor, base + done, raw.count - done, off_t(offset + Int64(done)))
+        if count < 0 {
+          if errno == EINTR { continue }
+          return .lastError("write", temporaryURL)
+        }
+        done += count
+      }
+      return nil
+    }
+  }
+
+  /// Flushes and closes the file, then moves it onto the destination: refused if one has
+  /// appeared meanwhile, unless `replacing`.
+  ///
+  /// Without `replacing`, `link` then `unlink` makes the refusal atomic (`link` fails on an
+  /// existing name, where `rename` would replace it); a file system without hard links falls
+  /// back to a check and `rename`.
+  mutating func commit(replacing: Bool) -> TransferError? {
+    // fsync: the rename must not reach the disk before the bytes it names (a crash would leave
+    // an empty or short file under the final name).
+    if fsync(descriptor) != 0, errno != EINVAL { return .lastError("flush", temporaryURL) }
+    let closed = close(descriptor)
+    descriptor = -1
+    if closed != 0, errno != EINTR { return .lastError("close", temporaryURL) }
+    if replacing {
+      return rename(temporaryURL.path, destination.path) == 0 ? nil : .lastError("rename", temporaryURL)
+    }
+    if link(temporaryURL.path, destination.path) == 0 {
+      unlink(temporaryURL.path)
+      return nil
+    }
+    if errno == EEXIST { return .destinationExists(destination) }
+    if access(destination.path, F_OK) == 0 { return .destinationExists(destination) }
+    return rename(temporaryURL.path, destination.path) == 0 ? nil : .lastError("rename", temporaryURL)
+  }
+
+  /// Closes the file and removes it, or keeps it with a record of `validator` for a later
+  /// download of `requestURL` (without a validator it is kept, and not resumed).
+  mutating func discard(keeping: Bool, validator: String?, requestURL: String) {
+    if descriptor >= 0 {
+      close(descriptor)
+      descriptor = -1
+    }
+    guard keeping else {
+      unlink(temporaryURL.path)
+      return
+    }
+    if let validator,
+      let data = try? JSONEncoder().encode(ResumeRecord(url: requestURL, validator: validator))
+    {
+      _ = FileManager.default.createFile(atPath: resumeURL.path, contents: data)
+    }
+  }
+}

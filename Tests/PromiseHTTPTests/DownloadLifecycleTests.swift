@@ -1,0 +1,208 @@
+import Foundation
+import LoopbackHTTPServer
+import Testing
+
+@testable import PromiseHTTP
+@testable import Promises
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// How a download ends when it does not complete: a full disk, cancellation, a deadline, an
+/// idle connection. None leaves a file at the destination or a temporary file beside it.
+@Suite("Download lifecycle", .timeLimit(.minutes(1)))
+struct DownloadLifecycleTests {
+  static let content = downloadContent(1 << 20)
+
+  /// A client on `queue`, so a test can wait until every delegate callback queued so far has run.
+  func client(
+    _ server: TestServer, queue: DispatchQueue, timeout: Duration = .seconds(30),
+    retryPolicy: RetryPolicy = .none
+  ) -> HTTPClient {
+    HTTPClient(
+      baseURL: server.baseURL,
+      configuration: .init(callbackQueue: queue, retryPolicy: retryPolicy, timeout: timeout))
+  }
+
+  @Test func aFullDiskFailsWithENOSPCAndIsNotRetried() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in .respond(ServerResponse(headers: [("ETag", "\"v1\"")], body: Self.content)) }
+      }) { server in
+        // The temporary file is a link to /dev/full, where every write fails with ENOSPC.
+        let temporary = DownloadFile.temporaryURL(for: directory.file())
+        try FileManager.default.createSymbolicLink(atPath: temporary.path, withDestinationPath: "/dev/full")
+        let client = server.client(retryPolicy: quickRetries())
+        let (result, _) = await outcome(of: client.download("file", to: directory.file()))
+        let error = transferError(result)
+        #expect(error?.posixCode == .ENOSPC, "\(String(describing: error))")
+        guard case .fileSystem("write", let url, _)? = error else {
+          Issue.record("got \(String(describing: error))")
+          return
+        }
+        #expect(url == temporary)
+        #expect("\(error!)".contains("No space left on device (ENOSPC)"))
+        #expect(server.requests.count == 1, "a full disk is not a reason to download again")
+        #expect(directory.names.isEmpty)
+      }
+    }
+  }
+
+  @Test func cancellingMidTransferLeavesNoFile() async throws {
+    let queue = DispatchQueue(label: "DownloadLifecycleTests.cancel")
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        // Half the declared body, then the connection stays open: the download cannot end
+        // before the test cancels it.
+        router.on("GET", "/file") { _ in
+          .wrongContentLength(ServerResponse(body: Self.content), declared: Self.content.count * 2)
+        }
+      }) { server in
+        let (handler, updates) = TransferProgressHandler.makeStream(interval: .zero)
+        let download = client(server, queue: queue).download("file", to: directory.file(), progress: handler)
+        for await update in updates where update.completedBytes > 0 { break }
+        #expect(directory.names == [".download.bin.promisehttp-download"])
+        download.cancel()
+        let (result, _) = await outcome(of: download)
+        #expect(throws: CancellationError.self) { try result.get() }
+        // Once the server has seen the connection close, no chunk is on its way; the queue then
+        // runs every callback queued before: none may bring the file back.
+        #expect(await eventually { server.server.openConnectionCount == 0 })
+        await offThePool { queue.sync {} }
+        #expect(directory.names.isEmpty)
+      }
+    }
+  }
+
+  @Test func aChunkAfterTheEndCannotRecreateOrGrowTheFile() throws {
+    let directory = try DownloadDirectory()
+    defer { directory.remove() }
+    let file = try DownloadFile.create(
+      destination: directory.file(), requestURL: "http://example.com/file", options: DownloadOptions()
+    ).get()
+    let sink = DownloadSink(
+      file: file, options: DownloadOptions(), reporter: nil, scheduler: PromiseSchedulers.default,
+      acceptable: 200..<300, errorURL: nil, recordURL: "http://example.com/file", idleTimeout: .seconds(30))
+    let head = try #require(
+      HTTPURLResponse(
+        url: URL(string: "http://example.com/file")!, statusCode: 200, httpVersion: "HTTP/1.1",
+        headerFields: ["Content-Length": "8"]))
+    guard case .consume = sink.begin(head) else { throw CancellationError() }
+    #expect(sink.write(Data([1, 2, 3, 4])) == nil)
+    #expect(directory.names == [".download.bin.promisehttp-download"])
+    sink.abandon(undoingCompletion: false)
+    #expect(directory.names.isEmpty)
+    // The delegate queue may still hand over a chunk of the cancelled exchange.
+    #expect(sink.write(Data([5, 6, 7, 8])) == nil)
+    guard case .fail = sink.begin(head) else { throw CancellationError() }
+    sink.abandon(undoingCompletion: true)
+    #expect(directory.names.isEmpty)
+    #expect(sink.activity(at: .zero) == .ended)
+  }
+
+  @Test func aDeadlineMidTransferFailsAndLeavesNoFile() async throws {
+    let queue = DispatchQueue(label: "DownloadLifecycleTests.deadline")
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in
+          .trickle(ServerResponse(body: Self.content), chunkSize: 16 << 10, interval: .milliseconds(30))
+        }
+      }) { server in
+        let start = ContinuousClock.now
+        let (result, elapsed) = await outcome(
+          of: client(server, queue: queue).download(
+            "file", to: directory.file(), deadline: .after(.milliseconds(400))),
+          since: start)
+        guard case .timedOut(_, let allowed)? = httpError(result) else {
+          Issue.record("got \(String(describing: httpError(result)))")
+          return
+        }
+        #expect(allowed == .milliseconds(400))
+        #expect(elapsed < .seconds(10), "the body takes about 2 s; the deadline ends it at 0.4 s")
+        #expect(await eventually { server.server.openConnectionCount == 0 })
+        await offThePool { queue.sync {} }
+        #expect(directory.names.isEmpty)
+      }
+    }
+  }
+
+  @Test func aSlowDownloadThatKeepsReceivingOutlivesTheClientTimeout() async throws {
+    let queue = DispatchQueue(label: "DownloadLifecycleTests.drip")
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        // 1.6 s in all, a chunk every 50 ms: twice the timeout, never idle for long.
+        router.on("GET", "/file") { _ in
+          .trickle(ServerResponse(body: Self.content), chunkSize: Self.content.count / 32, interval: .milliseconds(50))
+        }
+        router.on("GET", "/json") { _ in
+          .trickle(.json(largeJSON(bytes: 32 * 100)), chunkSize: 100, interval: .milliseconds(50))
+        }
+      }) { server in
+        let client = client(server, queue: queue, timeout: .milliseconds(800))
+        let start = ContinuousClock.now
+        let (result, elapsed) = await outcome(of: client.download("file", to: directory.file()), since: start)
+        _ = try result.get()
+        #expect(elapsed > .milliseconds(800))
+        #expect(directory.fingerprint() == Fingerprint(Self.content))
+        // The same drip in memory is bounded by `timeout` as a whole, as before.
+        let (inMemory, _) = await outcome(of: client.get("json"))
+        guard case .timedOut? = httpError(inMemory) else {
+          Issue.record("got \(String(describing: httpError(inMemory)))")
+          return
+        }
+      }
+    }
+  }
+
+  @Test func aStalledDownloadFailsAfterTheClientTimeout() async throws {
+    let queue = DispatchQueue(label: "DownloadLifecycleTests.stall")
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        // Half the declared body, then nothing while the connection stays open.
+        router.on("GET", "/file") { _ in
+          .wrongContentLength(ServerResponse(body: Self.content), declared: Self.content.count * 2)
+        }
+      }) { server in
+        let client = client(server, queue: queue, timeout: .milliseconds(300), retryPolicy: quickRetries())
+        let start = ContinuousClock.now
+        let (result, elapsed) = await outcome(of: client.download("file", to: directory.file()), since: start)
+        guard case .timedOut(_, let allowed)? = httpError(result) else {
+          Issue.record("got \(String(describing: httpError(result)))")
+          return
+        }
+        #expect(allowed == .milliseconds(300))
+        #expect(elapsed >= .milliseconds(300), "\(elapsed)")
+        #expect(server.requests.count == 1)
+        await offThePool { queue.sync {} }
+        #expect(directory.names.isEmpty)
+      }
+    }
+  }
+
+  @Test func theIdleTimeDoesNotRunWhileTheRequestWaitsForASlot() async throws {
+    let queue = DispatchQueue(label: "DownloadLifecycleTests.slot")
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/drip") { _ in
+          .trickle(ServerResponse(body: Self.content), chunkSize: Self.content.count / 40, interval: .milliseconds(50))
+        }
+        router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
+      }) { server in
+        let client = HTTPClient(
+          baseURL: server.baseURL,
+          configuration: .init(
+            callbackQueue: queue, retryPolicy: .none, timeout: .milliseconds(800),
+            maximumConcurrentRequestsPerHost: 1, maximumQueueWait: .seconds(30)))
+        // The drip holds the only slot for about 2 s, more than twice the timeout; the second
+        // download waits that long for it, unsent, and is not idle meanwhile.
+        let drip = client.download("drip", to: directory.file("drip.bin"))
+        let download = client.download("file", to: directory.file())
+        _ = try await drip.value
+        _ = try await download.value
+        #expect(directory.fingerprint() == Fingerprint(Self.content))
+        #expect(directory.fingerprint("drip.bin") == Fingerprint(Self.content))
+      }
+    }
+  }
+}
