@@ -203,6 +203,46 @@ struct HttpbinTests {
     #expect(
       responses.map(\.url) == (0..<50).map { "http://127.0.0.1:\(responses[0].url.port)/anything/\($0)" })
   }
+
+  /// What httpbin's `/post` echoes of a form.
+  struct FormEcho: Decodable, Sendable {
+    let form: [String: String]
+    let files: [String: String]
+    let headers: [String: String]
+  }
+
+  @Test func aMultipartFormWithAFileFromDiskArrivesWhole() async throws {
+    let client = try await client()
+    let scratch = try UploadTests.Scratch()
+    defer { scratch.remove() }
+    let text = String(repeating: "line of the report\r\n", count: 5000)
+    var form = MultipartForm()
+    form.append("Ada Lovelace", name: "author")
+    form.append("", name: "empty")
+    form.append("ünïcödé", name: "note")
+    form.append(
+      fileAt: try scratch.file("report.txt", Data(text.utf8)), name: "report", contentType: "text/plain")
+    form.append(Data("{\"a\":1}".utf8), name: "meta", fileName: "meta.json", contentType: "application/json")
+    let echo = try await client.upload(.multipart(form), to: "post").decode(FormEcho.self).value
+    #expect(echo.form == ["author": "Ada Lovelace", "empty": "", "note": "ünïcödé"])
+    #expect(echo.files == ["report": text, "meta": "{\"a\":1}"])
+    #expect(echo.headers["Content-Type"] == form.contentType)
+  }
+
+  @Test func aFileArrivesWithItsLength() async throws {
+    let client = try await client()
+    let scratch = try UploadTests.Scratch()
+    defer { scratch.remove() }
+    let text = String(repeating: "0123456789", count: 10_000)
+    let url = try scratch.file("digits.txt", Data(text.utf8))
+    let echo = try await client.upload(
+      .file(url), to: "anything", method: .put, headers: ["Content-Type": "text/plain"]
+    )
+    .decode(Echo.self).value
+    #expect(echo.method == "PUT")
+    #expect(echo.data == text)
+    #expect(echo.headers["Content-Length"] == "100000")
+  }
 }
 
 extension String {

@@ -116,6 +116,11 @@ final class RequestOperation: Sendable {
       // The slot first, so the next request is on its way before callbacks run.
       if finish.releaseSlot { queue.release(queueKey) }
       chain.observe(.didFinish(finish.result))
+      // An upload's last progress update before its promise settles.
+      if let progress = settings.exchange.uploadProgress {
+        let succeeded = if case .success = finish.result { true } else { false }
+        progress.requestFinished(succeeded: succeeded)
+      }
       resolver.resolve(finish.result)
     }
   }

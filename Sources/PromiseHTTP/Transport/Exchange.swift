@@ -24,11 +24,17 @@ final class Exchange: Sendable {
   /// Makes the task of a hop the exchange follows itself, registered with the session's
   /// delegate and not resumed.
   private let startTask: @Sendable (URLRequest, Exchange) -> URLSessionDataTask
+  /// The body of an upload, which gives each task its copy.
+  private let upload: (any UploadBodySource)?
+  private let uploadProgress: (any UploadProgressObserver)?
+  /// The stream the current task reads its body from, if it reads one.
+  private let bodyStream = LockedBox<(any UploadBodyStream)?>(nil)
 
   init(
     task: URLSessionDataTask, request: URLRequest, requestURL: URL, maximumBodySize: Int,
     redirectPolicy: RedirectPolicy, sensitiveHeaders: HeaderNameSet, sensitiveParameters: ParameterNameSet,
-    bodySink: (any ResponseBodySink)? = nil,
+    bodySink: (any ResponseBodySink)? = nil, upload: (any UploadBodySource)? = nil,
+    uploadProgress: (any UploadProgressObserver)? = nil,
     startTask: @escaping @Sendable (URLRequest, Exchange) -> URLSessionDataTask,
     completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) {
@@ -38,14 +44,39 @@ final class Exchange: Sendable {
         settings: Machine.Settings(
           request: request, requestURL: requestURL, maximumBodySize: maximumBodySize,
           redirectPolicy: redirectPolicy, sensitiveHeaders: sensitiveHeaders,
-          sensitiveParameters: sensitiveParameters, bodySink: bodySink),
+          sensitiveParameters: sensitiveParameters, bodySink: bodySink, uploads: upload != nil),
         completion: completion))
     self.startTask = startTask
+    self.upload = upload
+    self.uploadProgress = uploadProgress
   }
 
   /// Cancels the task; the completion is dropped and never runs.
   func cancel() {
+    // First: cancelling the task waits for a read of its body in progress.
+    bodyStream.load()?.abort()
     run { $0.cancel() }
+  }
+
+  /// Notes the stream the current task reads its body from (a new one for each hop).
+  func attach(_ stream: (any UploadBodyStream)?) {
+    bodyStream.withLock { $0 = stream }
+  }
+
+  /// The current task has sent `totalBytes` of its body.
+  func sent(totalBytes: Int64) {
+    uploadProgress?.sent(totalBytes: totalBytes)
+  }
+
+  /// Returns the stream that replaces the body stream of the current task when libcurl rewinds
+  /// it to resend the body (see `UploadBodySource.rewound`).
+  func rewoundBodyStream() -> InputStream? {
+    guard let upload else { return nil }
+    let replaced = bodyStream.load()
+    guard let stream = upload.rewound(replaced) else { return nil }
+    replaced?.abort()
+    attach(stream)
+    return stream.makeInputStream()
   }
 
   /// Records the response head; refuses a declared, uncompressed length above the limit.
@@ -100,6 +131,11 @@ final class Exchange: Sendable {
   /// Delivers the outcome when the task completes, or starts the hop the exchange follows
   /// itself; `taskResponse` is the completed task's `response`.
   func complete(error: (any Error)?, taskResponse: URLResponse?) {
+    // The body's own failure (a file that changed, say) explains the error.
+    let stream = bodyStream.load()
+    if error != nil, let failure = stream?.failure { run { $0.bodyFailed(failure) } }
+    // Stops whatever still produces the finished task's body (a hop attaches its own).
+    stream?.abort()
     run { $0.complete(error: error, taskResponse: taskResponse) }
   }
 
@@ -114,9 +150,13 @@ final class Exchange: Sendable {
     case .none:
       break
     case .finish(let finish):
-      finish.cancelling?.cancel()
+      if let task = finish.cancelling {
+        bodyStream.load()?.abort()
+        task.cancel()
+      }
       finish.completion(finish.result)
     case .cancel(let task):
+      bodyStream.load()?.abort()
       task.cancel()
     case .startHop(let hop):
       let task = startTask(hop, self)

@@ -85,6 +85,9 @@ struct ExchangeStateMachine<Task> {
     var sensitiveParameters: ParameterNameSet
     /// Where the body of a final response goes; `nil` collects it in memory.
     var bodySink: (any ResponseBodySink)? = nil
+    /// Whether the request has an upload body: a file or stream each task reads afresh, not
+    /// the request's `httpBody`.
+    var uploads = false
   }
 
   let settings: Settings
@@ -202,6 +205,12 @@ struct ExchangeStateMachine<Task> {
     return (.allow, .none)
   }
 
+  /// The body of the upload failed while being read (it made the task fail): the exchange ends
+  /// with `error`.
+  mutating func bodyFailed(_ error: HTTPError) -> Action {
+    fail(error, cancellingTask: false)
+  }
+
   /// The sink refused bytes it was given: the exchange ends with `error`, the task cancelled.
   mutating func sinkFailed(_ error: HTTPError) -> Action {
     fail(error, cancellingTask: !taskCompleted)
@@ -244,7 +253,12 @@ struct ExchangeStateMachine<Task> {
       visited.append(url)
       response = nil
       body = Data()
-      guard Redirects.repeatsBody(request) else { return (.answer(request), .none) }
+      // An upload body is the tasks' own (FoundationNetworking sends a hop without it): a hop that
+      // keeps the method repeats it, as `Redirects.carryBody` has it.
+      let repeatsUpload =
+        settings.uploads && redirection.statusCode != 303
+        && request.httpMethod?.uppercased() == settings.request.httpMethod?.uppercased()
+      guard repeatsUpload || Redirects.repeatsBody(request) else { return (.answer(request), .none) }
       // Not followed by FoundationNetworking, which delivers the 3xx instead; `complete` then
       // starts this hop. Its `Cookie` goes back to the client's own: the proposed one holds the
       // cookie storage's too, which the new task adds again.

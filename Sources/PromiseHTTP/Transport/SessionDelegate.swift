@@ -96,6 +96,25 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, Sendable {
     static let clientCertificateMethod = NSURLAuthenticationMethodClientCertificate
   #endif
 
+  func urlSession(
+    _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+    totalBytesExpectedToSend: Int64
+  ) {
+    exchange(for: task)?.sent(totalBytes: totalBytesSent)
+  }
+
+  /// Gives a new body stream when libcurl rewinds one (to resend it on a new connection, say).
+  ///
+  /// Without one, FoundationNetworking goes on reading the old stream from where it was,
+  /// corrupting the body. A file body gets none: FoundationNetworking traps when given a stream
+  /// for it.
+  func urlSession(
+    _ session: URLSession, task: URLSessionTask,
+    needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
+  ) {
+    completionHandler(exchange(for: task)?.rewoundBodyStream())
+  }
+
   func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
     exchange(for: task, removing: true)?.complete(error: error, taskResponse: task.response)
   }

@@ -15,6 +15,52 @@ struct ExchangeSettings: Sendable {
   var sensitiveParameters: ParameterNameSet
   /// Where the body of a final response goes; `nil` collects it in memory.
   var bodySink: (any ResponseBodySink)? = nil
+  /// The body of an upload, made afresh for each task; `nil` sends the request's own `httpBody`.
+  var uploadBody: (any UploadBodySource)? = nil
+  /// Told the bytes each task of an upload has sent, and how the request ended.
+  var uploadProgress: (any UploadProgressObserver)? = nil
+}
+
+/// What one task sends as its body, when it is not the request's `httpBody`.
+enum UploadTaskBody {
+  /// A file, read by FoundationNetworking without blocking (`uploadTask(with:fromFile:)`) and
+  /// sent with `Content-Length`: its size.
+  case file(URL)
+  /// A stream FoundationNetworking reads on its work queue (one for every session of the
+  /// process: a read must not wait), sent with chunked transfer coding (given a `Content-Length`
+  /// field as well, libcurl sends both).
+  case stream(any UploadBodyStream)
+}
+
+/// The body of an upload, which gives each task (each attempt, each hop that repeats the body:
+/// a 307 or 308) its own copy from the start.
+protocol UploadBodySource: AnyObject, Sendable {
+  /// Returns the body of a new task, from its start.
+  func makeTaskBody() -> UploadTaskBody
+  /// Returns a stream to replace `stream` when libcurl rewinds the body of a task (to resend it
+  /// on a new connection): a new one from the start; `nil` for a file, which FoundationNetworking
+  /// reads itself.
+  func rewound(_ stream: (any UploadBodyStream)?) -> (any UploadBodyStream)?
+}
+
+/// A body FoundationNetworking reads as an `InputStream` (`URLRequest.httpBodyStream`).
+protocol UploadBodyStream: AnyObject, Sendable {
+  /// Returns the stream a task reads (one per task).
+  func makeInputStream() -> InputStream
+  /// Makes a read that waits, and every later read, fail at once; does nothing more when called
+  /// again. Called before the task is cancelled: a cancel waits for the read in progress.
+  func abort()
+  /// The error the body failed with while being read (a file that changed or holds the form's
+  /// boundary), which explains the transport error it caused.
+  var failure: HTTPError? { get }
+}
+
+/// Follows the bytes an upload has sent.
+protocol UploadProgressObserver: AnyObject, Sendable {
+  /// The current task has sent `totalBytes` of its body (counted from 0 by each task).
+  func sent(totalBytes: Int64)
+  /// The request ended: fulfilled (`succeeded`), or rejected or cancelled.
+  func requestFinished(succeeded: Bool)
 }
 
 /// A client's `URLSession` with its delegate; the session is invalidated when the last user goes.
@@ -39,25 +85,45 @@ final class Transport: Sendable {
     session.finishTasksAndInvalidate()
   }
 
-  /// Starts a data task for `request`; `completion` runs once unless the exchange is cancelled.
+  /// Starts a data task (an upload task for a file) for `request`; `completion` runs once
+  /// unless the exchange is cancelled.
   func start(
     _ request: URLRequest, settings: ExchangeSettings,
     completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) -> Exchange {
-    let task = session.dataTask(with: request)
+    let (task, stream) = makeTask(request, body: settings.uploadBody)
     // A hop the exchange follows itself holds the transport until its task completes.
     let exchange = Exchange(
       task: task, request: request, requestURL: request.url!, maximumBodySize: settings.maximumBodySize,
       redirectPolicy: settings.redirectPolicy, sensitiveHeaders: settings.sensitiveHeaders,
       sensitiveParameters: settings.sensitiveParameters, bodySink: settings.bodySink,
+      upload: settings.uploadBody, uploadProgress: settings.uploadProgress,
       startTask: { [self] hop, exchange in
-        let task = session.dataTask(with: hop)
+        let (task, stream) = makeTask(hop, body: settings.uploadBody)
+        exchange.attach(stream)
         delegate.add(exchange, for: task)
         return task
       },
       completion: completion)
+    exchange.attach(stream)
     delegate.add(exchange, for: task)
     task.resume()
     return exchange
+  }
+
+  /// Makes the task of `request`, with a new copy of `body` if there is one.
+  private func makeTask(
+    _ request: URLRequest, body: (any UploadBodySource)?
+  ) -> (URLSessionDataTask, (any UploadBodyStream)?) {
+    switch body?.makeTaskBody() {
+    case nil:
+      return (session.dataTask(with: request), nil)
+    case .file(let url):
+      return (session.uploadTask(with: request, fromFile: url), nil)
+    case .stream(let stream):
+      var streamed = request
+      streamed.httpBodyStream = stream.makeInputStream()
+      return (session.dataTask(with: streamed), stream)
+    }
   }
 }

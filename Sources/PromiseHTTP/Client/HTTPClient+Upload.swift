@@ -1,0 +1,125 @@
+import Foundation
+import Promises
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+extension HTTPClient {
+  /// Sends `body` to `path` and returns a promise of the response.
+  ///
+  /// The body is a file, a stream of chunks, bytes or a multipart form (see `HTTPBody` for how
+  /// each goes on the wire); a file or form is read in chunks, never loaded whole. Without a
+  /// `Content-Type` in `headers`, a form sends its own (with its boundary), anything else
+  /// `application/octet-stream`.
+  ///
+  /// Retries follow the retry policy (which retries `PUT` but not `POST` by default) and send the
+  /// body again from its start. A file that cannot be read rejects the promise with
+  /// `HTTPError.invalidRequest` naming it, before anything is sent.
+  ///
+  /// - Parameters:
+  ///   - body: What to send.
+  ///   - path: Relative to `baseURL`; see `HTTPPath` for untrusted input.
+  ///   - method: `POST` by default; not `GET` or `HEAD`, which carry no body.
+  ///   - query: Query items, percent-encoded.
+  ///   - headers: Header fields for this request.
+  ///   - deadline: A deadline shared by a chain of requests, on top of `timeout`.
+  ///   - progress: Told the bytes sent and the total expected (`nil` for a stream of unknown
+  ///     length); its last update (`isFinal`) comes before the promise is fulfilled, and none
+  ///     when it is rejected.
+  ///   - file: The file that creates the promise, for diagnostics; leave the default.
+  ///   - line: The line that creates the promise, for diagnostics; leave the default.
+  /// - Returns: A promise of the response, rejected with an `HTTPError` on failure.
+  public func upload(
+    _ body: HTTPBody, to path: String, method: HTTPMethod = .post, query: [URLQueryItem] = [],
+    headers: [String: String] = [:], deadline: Deadline? = nil, progress: TransferProgressHandler? = nil,
+    file: StaticString = #fileID, line: UInt = #line
+  ) -> Promise<HTTPResponse> {
+    upload(
+      body,
+      with: HTTPRequest(
+        method: method, path: path, query: query, headers: HTTPHeaders(headers), deadline: deadline),
+      progress: progress, file: file, line: line)
+  }
+
+  /// Sends `body` with `request` (its method, path, headers, deadline and policies) and returns a
+  /// promise of the response; see `upload(_:to:method:query:headers:deadline:progress:file:line:)`.
+  ///
+  /// `request.body` must be `nil`: the body is `body`.
+  public func upload(
+    _ body: HTTPBody, with request: HTTPRequest, progress: TransferProgressHandler? = nil,
+    file: StaticString = #fileID, line: UInt = #line
+  ) -> Promise<HTTPResponse> {
+    let reporter = progress.map { ProgressReporter($0, defaultQueue: callbackQueue) }
+    func reject(_ error: HTTPError) -> Promise<HTTPResponse> {
+      reporter?.abandon()
+      return Promise(error: error, file: file, line: line)
+    }
+    guard request.body == nil else {
+      return reject(.invalidRequest("an upload's request has a body of its own; give it as the HTTPBody"))
+    }
+    guard request.method != .get, request.method != .head else {
+      return reject(
+        .invalidRequest("a \(request.method.rawValue) request carries no body; upload with POST or PUT"))
+    }
+    if case .stream(let producer, let length) = body.content {
+      return uploadStream(producer, length: length, with: request, reporter: reporter, file: file, line: line)
+    }
+    switch body.prepare() {
+    case .success(let prepared):
+      return send(prepared, with: request, reporter: reporter, file: file, line: line)
+    case .failure(let error):
+      return reject(error)
+    }
+  }
+
+  /// Writes a stream of chunks to a temporary file, then uploads the file (see `UploadSpool`);
+  /// the file is removed when the request settles.
+  private func uploadStream(
+    _ producer: ChunkProducer, length: Int64?, with request: HTTPRequest, reporter: ProgressReporter?,
+    file: StaticString, line: UInt
+  ) -> Promise<HTTPResponse> {
+    let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
+    let spooling = Task { [self] in
+      switch await UploadSpool.spool(producer, length: length) {
+      case .failure(let error):
+        reporter?.abandon()
+        resolver.reject(error)
+      case .success(let (url, size)):
+        let prepared = PreparedUpload(
+          source: FileUploadSource(url), length: size, contentType: MultipartForm.defaultFileType)
+        let sent = send(prepared, with: request, reporter: reporter, file: file, line: line)
+        resolver.onCancel { sent.cancel() }
+        sent.whenSettled(on: callbackQueue) { result in
+          try? FileManager.default.removeItem(at: url)
+          resolver.resolve(result)
+        }
+      }
+    }
+    resolver.onCancel { spooling.cancel() }
+    return promise
+  }
+
+  /// Sends `prepared` with `request`, reporting to `reporter`.
+  private func send(
+    _ prepared: PreparedUpload, with request: HTTPRequest, reporter: ProgressReporter?, file: StaticString,
+    line: UInt
+  ) -> Promise<HTTPResponse> {
+    var request = request
+    if request.headers["Content-Type"] == nil { request.headers["Content-Type"] = prepared.contentType }
+    request.body = prepared.data
+    let observer = reporter.map { UploadProgressTracker($0, expected: prepared.length) }
+    var adjusted = false
+    let promise = send(
+      request,
+      adjusting: { settings in
+        adjusted = true
+        settings.exchange.uploadBody = prepared.source
+        settings.exchange.uploadProgress = observer
+        return nil
+      }, file: file, line: line)
+    // Refused before it was sent (an invalid path, say): no update will come.
+    if !adjusted { reporter?.abandon() }
+    return promise
+  }
+}

@@ -1,0 +1,435 @@
+import Foundation
+import LoopbackHTTPServer
+import Promises
+import Testing
+
+@testable import PromiseHTTP
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// Uploads (`HTTPClient.upload`) of files, streams of chunks and forms to the loopback server,
+/// which records each request's headers and body.
+@Suite("Uploads", .timeLimit(.minutes(1)))
+struct UploadTests {
+  /// A temporary directory, removed by `remove()`.
+  struct Scratch {
+    let directory: URL
+
+    init() throws {
+      directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "UploadTests-\(UUID().uuidString)")
+      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    /// Writes `data` to a file named `name` and returns its URL.
+    func file(_ name: String, _ data: Data) throws -> URL {
+      let url = directory.appendingPathComponent(name)
+      try data.write(to: url)
+      return url
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: directory) }
+  }
+
+  /// `count` bytes that differ from one position to the next (a shifted byte would show).
+  static func pattern(_ count: Int) -> Data {
+    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) })
+  }
+
+  /// An async sequence of `chunks`, one at a time.
+  static func chunks(_ chunks: [Data]) -> AsyncStream<Data> {
+    AsyncStream { continuation in
+      for chunk in chunks { continuation.yield(chunk) }
+      continuation.finish()
+    }
+  }
+
+  /// The message of an `HTTPError.invalidRequest` outcome, recording an issue for any other.
+  static func invalidRequest<T>(
+    _ result: Result<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation
+  ) -> String? {
+    if case .failure(HTTPError.invalidRequest(let message)) = result { return message }
+    Issue.record("expected HTTPError.invalidRequest, got \(result)", sourceLocation: sourceLocation)
+    return nil
+  }
+
+  /// Collects a progress stream's updates.
+  static func updates(_ stream: AsyncStream<TransferProgress>) -> Task<[TransferProgress], Never> {
+    Task {
+      var all: [TransferProgress] = []
+      for await update in stream { all.append(update) }
+      return all
+    }
+  }
+
+  @Test func aFileIsSentWholeWithItsLengthAndProgressEndsAtItsSize() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let content = Self.pattern(4 << 20)
+    let url = try scratch.file("four.bin", content)
+    try await withServer({ router in
+      router.on("PUT", "/files/four") { request in .respond(.text("\(request.body.count)")) }
+    }) { server in
+      let client = server.client()
+      let (progress, stream) = TransferProgressHandler.makeStream(interval: .milliseconds(1))
+      let collected = Self.updates(stream)
+      let response = try await client.upload(.file(url), to: "files/four", method: .put, progress: progress)
+        .value
+      #expect(response.statusCode == 200)
+      let request = try #require(server.requests.first)
+      #expect(request.header("Content-Length") == "\(content.count)")
+      #expect(request.header("Transfer-Encoding") == nil)
+      #expect(request.header("Content-Type") == "application/octet-stream")
+      #expect(Data(request.body) == content)
+      let updates = await collected.value
+      let last = try #require(updates.last)
+      #expect(last.isFinal)
+      #expect(last.completedBytes == Int64(content.count))
+      #expect(updates.allSatisfy { $0.expectedBytes == Int64(content.count) })
+      #expect(zip(updates, updates.dropFirst()).allSatisfy { $0.completedBytes <= $1.completedBytes })
+    }
+  }
+
+  @Test func aStreamOfChunksIsSentWholeWithItsLength() async throws {
+    let pieces = (0..<64).map { Self.pattern(1000 + $0 * 97).prefix(1000 + $0 * 97) }.map { Data($0) }
+    let expected = pieces.reduce(Data(), +)
+    try await withServer({ router in
+      router.on("POST", "/stream") { request in .respond(.text("\(request.body.count)")) }
+    }) { server in
+      let client = server.client()
+      let (progress, stream) = TransferProgressHandler.makeStream(interval: .milliseconds(1))
+      let collected = Self.updates(stream)
+      let response = try await client.upload(.stream(Self.chunks(pieces)), to: "stream", progress: progress)
+        .value
+      #expect(response.statusCode == 200)
+      let request = try #require(server.requests.first)
+      #expect(request.header("Transfer-Encoding") == nil)
+      #expect(request.header("Content-Length") == "\(expected.count)")
+      #expect(Data(request.body) == expected)
+      let last = try #require(await collected.value.last)
+      #expect(last.isFinal)
+      #expect(last.completedBytes == Int64(expected.count))
+      #expect(last.expectedBytes == Int64(expected.count))
+    }
+  }
+
+  @Test func bytesReportProgressOnTheQueueTheCallerNames() async throws {
+    let content = Self.pattern(1 << 20)
+    let queue = DispatchQueue(label: "UploadTests.progress")
+    let seen = LockedUpdates()
+    try await withServer({ router in
+      router.on("POST", "/bytes") { request in .respond(.text("\(request.body.count)")) }
+    }) { server in
+      let progress = TransferProgressHandler(on: queue, interval: .milliseconds(1)) { update in
+        dispatchPrecondition(condition: .onQueue(queue))
+        seen.append(update)
+      }
+      _ = try await server.client().upload(.data(content), to: "bytes", progress: progress).value
+      #expect(Data(try #require(server.requests.first).body) == content)
+      #expect(server.requests.first?.header("Content-Length") == "\(content.count)")
+    }
+    // The final update was handed to the queue before the promise settled.
+    queue.sync {}
+    let updates = seen.all
+    #expect(
+      updates.last
+        == TransferProgress(
+          completedBytes: Int64(content.count), expectedBytes: Int64(content.count), isFinal: true))
+    #expect(updates.filter(\.isFinal).count == 1)
+  }
+
+  /// Updates appended from a queue, read by the test.
+  final class LockedUpdates: @unchecked Sendable {
+    // Safety: `updates` is read and written only while `lock` is held.
+    private let lock = NSLock()
+    private var updates: [TransferProgress] = []
+
+    func append(_ update: TransferProgress) {
+      lock.lock()
+      updates.append(update)
+      lock.unlock()
+    }
+
+    var all: [TransferProgress] {
+      lock.lock()
+      defer { lock.unlock() }
+      return updates
+    }
+  }
+
+  @Test func theLengthOfABodyIsKnownBeforeItIsSent() throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let url = try scratch.file("sized.bin", Self.pattern(1234))
+    #expect(HTTPBody.data(Data(count: 7)).length == 7)
+    #expect(HTTPBody.file(url).length == 1234)
+    #expect(HTTPBody.file(scratch.directory.appendingPathComponent("none")).length == nil)
+    #expect(HTTPBody.stream(Self.chunks([])).length == nil)
+    #expect(HTTPBody.stream(Self.chunks([]), length: 10).length == 10)
+  }
+
+  @Test func aStreamWithALengthThatItDoesNotMatchIsRejected() async throws {
+    try await withServer({ router in
+      router.on("POST", "/stream") { _ in .respond(.text("ok")) }
+    }) { server in
+      let client = server.client()
+      let short = await outcome(
+        of: client.upload(.stream(Self.chunks([Data("abc".utf8)]), length: 10), to: "stream"))
+      guard let message = Self.invalidRequest(short.result) else { return }
+      #expect(message.contains("yielded 3 bytes, not the 10"))
+    }
+  }
+
+  struct Broken: Error, CustomStringConvertible {
+    var description: String { "the microphone was unplugged" }
+  }
+
+  @Test func aSequenceThatThrowsRejectsWithItsError() async throws {
+    try await withServer({ router in
+      router.on("POST", "/stream") { _ in .respond(.text("ok")) }
+    }) { server in
+      let client = server.client()
+      let (chunks, continuation) = AsyncThrowingStream<Data, any Error>.makeStream()
+      continuation.yield(Data(repeating: 1, count: 1000))
+      continuation.finish(throwing: Broken())
+      let result = await outcome(of: client.upload(.stream(chunks), to: "stream")).result
+      guard let message = Self.invalidRequest(result) else { return }
+      #expect(message.contains("the microphone was unplugged"))
+    }
+  }
+
+  @Test func aFileThatCannotBeReadIsRefusedBeforeAnythingIsSent() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let missing = scratch.directory.appendingPathComponent("missing.bin")
+    try await withServer({ router in
+      router.on("POST", "/files") { _ in .respond(.text("ok")) }
+    }) { server in
+      let client = server.client()
+      for (url, reason) in [(missing, "No such file"), (scratch.directory, "directory")] {
+        // Without the check, FoundationNetworking sent the headers and waited for the client's
+        // timeout (measured: 30 s) before failing.
+        let result = await outcome(of: client.upload(.file(url), to: "files")).result
+        guard case .invalidRequest(let message)? = httpError(result) else {
+          Issue.record("expected invalidRequest for \(url.path), got \(result)")
+          continue
+        }
+        #expect(message.contains(url.path))
+        #expect(message.contains(reason))
+        var form = MultipartForm()
+        form.append("x", name: "field")
+        form.append(fileAt: url, name: "file")
+        let formResult = await outcome(of: client.upload(.multipart(form), to: "files")).result
+        guard case .invalidRequest(let formMessage)? = httpError(formResult) else {
+          Issue.record("expected invalidRequest for the form with \(url.path), got \(formResult)")
+          continue
+        }
+        #expect(formMessage.contains(url.path))
+      }
+      #expect(server.requests.isEmpty)
+    }
+  }
+
+  @Test(.enabled("root reads any file") { getuid() != 0 })
+  func aFileWithoutReadPermissionIsRefused() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let url = try scratch.file("secret.bin", Data("x".utf8))
+    chmod(url.path, 0)
+    try await withServer({ _ in }) { server in
+      let result = await outcome(of: server.client().upload(.file(url), to: "files")).result
+      guard let message = Self.invalidRequest(result) else { return }
+      #expect(message.contains("Permission denied"))
+    }
+  }
+
+  @Test func aRetriedFileUploadSendsTheWholeFileAgain() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let content = Self.pattern(300_000)
+    let url = try scratch.file("retried.bin", content)
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("PUT", "/files/retried") { _ in calls.next() == 1 ? .closeImmediately : .respond(.text("ok"))
+      }
+    }) { server in
+      let client = server.client(retryPolicy: quickRetries())
+      let response = try await client.upload(.file(url), to: "files/retried", method: .put).value
+      #expect(response.statusCode == 200)
+      #expect(server.requests.count == 2)
+      for request in server.requests { #expect(Data(request.body) == content) }
+    }
+  }
+
+  @Test func aRetriedFormWithAFileSendsTheWholeFormAgain() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let url = try scratch.file("retried.bin", Self.pattern(200_000))
+    var form = MultipartForm()
+    form.append("a value", name: "field")
+    form.append(fileAt: url, name: "file")
+    let expected = try MultipartFormTests.encoded(form, in: scratch)
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("POST", "/forms") { _ in calls.next() == 1 ? .closeImmediately : .respond(.text("ok")) }
+    }) { server in
+      let client = server.client(
+        retryPolicy: RetryPolicy(
+          maximumAttempts: 3, retryableMethods: [.post],
+          backoff: .exponential(initial: .milliseconds(5), maximum: .milliseconds(20))))
+      _ = try await client.upload(.multipart(form), to: "forms").value
+      #expect(server.requests.count == 2)
+      for request in server.requests {
+        #expect(Data(request.body) == expected)
+        #expect(request.header("Content-Type") == form.contentType)
+      }
+    }
+  }
+
+  @Test func aRetriedStreamUploadSendsTheSameBytesAgain() async throws {
+    let pieces = (0..<10).map { Self.pattern(10_000 + $0) }
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("PUT", "/stream") { _ in calls.next() == 1 ? .closeImmediately : .respond(.text("ok")) }
+    }) { server in
+      let client = server.client(retryPolicy: quickRetries())
+      _ = try await client.upload(.stream(Self.chunks(pieces)), to: "stream", method: .put).value
+      #expect(server.requests.count == 2)
+      for request in server.requests { #expect(Data(request.body) == pieces.reduce(Data(), +)) }
+    }
+  }
+
+  @Test func aRedirectThatRepeatsTheBodySendsTheFileAgain() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let content = Self.pattern(100_000)
+    let url = try scratch.file("moved.bin", content)
+    try await withServer({ router in
+      router.on("PUT", "/old") { _ in .respond(.redirect(to: "/new", status: 307)) }
+      router.on("PUT", "/new") { request in .respond(.text("\(request.body.count)")) }
+    }) { server in
+      let response = try await server.client().upload(.file(url), to: "old", method: .put).value
+      #expect(response.statusCode == 200)
+      let hop = try #require(server.requests.last)
+      #expect(hop.path == "/new")
+      #expect(hop.header("Content-Length") == "\(content.count)")
+      #expect(Data(hop.body) == content)
+    }
+  }
+
+  @Test func cancellingAnUploadWhoseStreamWaitsForItsNextChunkStopsTheStream() async throws {
+    try await withServer({ router in
+      router.on("POST", "/stream") { _ in .respond(.text("ok")) }
+    }) { server in
+      let client = server.client()
+      // One chunk, then nothing.
+      let (chunks, continuation) = AsyncStream<Data>.makeStream()
+      let stopped = AsyncStream<Void>.makeStream()
+      continuation.onTermination = { _ in stopped.continuation.finish() }
+      continuation.yield(Data(repeating: 1, count: 10))
+      let promise = client.upload(.stream(chunks), to: "stream")
+      try await Task.sleep(for: .milliseconds(50))
+      promise.cancel()
+      let result = await outcome(of: promise)
+      #expect(throws: CancellationError.self) { try result.result.get() }
+      #expect(result.elapsed < .seconds(5))
+      // The sequence was stopped, and nothing was sent.
+      for await _ in stopped.stream {}
+      #expect(server.requests.isEmpty)
+      #expect(try await client.post("stream").value.statusCode == 200)
+    }
+  }
+
+  @Test func anUploadWithABodyOfItsOwnOrAGetIsRefused() async throws {
+    try await withServer({ _ in }) { server in
+      let client = server.client()
+      let own = await outcome(
+        of: client.upload(
+          .data(Data("a".utf8)), with: HTTPRequest(method: .post, path: "x", body: Data("b".utf8))))
+      _ = Self.invalidRequest(own.result)
+      let get = await outcome(of: client.upload(.data(Data("a".utf8)), to: "x", method: .get))
+      _ = Self.invalidRequest(get.result)
+      #expect(server.requests.isEmpty)
+    }
+  }
+
+  @Test func aFormWhoseFileHoldsTheBoundaryFailsClearly() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    var form = MultipartForm(boundary: "fixed-boundary")
+    let url = try scratch.file(
+      "evil.bin", Self.pattern(100_000) + Data("\r\n--fixed-boundary--\r\n".utf8) + Self.pattern(10))
+    form.append(fileAt: url, name: "file")
+    try await withServer({ router in
+      router.on("POST", "/forms") { _ in .respond(.text("ok")) }
+    }) { server in
+      let result = await outcome(of: server.client().upload(.multipart(form), to: "forms")).result
+      guard let message = Self.invalidRequest(result) else { return }
+      #expect(message.contains("contains the form's boundary"))
+      #expect(message.contains(url.path))
+    }
+  }
+
+  @Test func aFileThatShrinksWhileBeingSentFailsClearly() async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let url = try scratch.file("shrinking.bin", Self.pattern(100_000))
+    var form = MultipartForm()
+    form.append(fileAt: url, name: "file")
+    let plan = try form.plan().get()
+    // The form was measured at 100 000 bytes; the file now has 10.
+    try Self.pattern(10).write(to: url)
+    let stream = MultipartBodyStream(plan.segments, boundary: form.boundary)
+    let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: 1 << 16)
+    defer { buffer.deallocate() }
+    var result = 1
+    while result > 0 { result = stream.read(buffer, maxLength: 1 << 16) }
+    #expect(result == -1)
+    #expect(stream.failure?.description.contains("shrank while it was being sent") == true)
+  }
+
+  /// Measures the growth of the resident set while a 256 MiB file is uploaded to the server at
+  /// `PROMISEHTTP_UPLOAD_RSS_URL` (one that discards the body); not run otherwise.
+  @Test(.enabled(if: ProcessInfo.processInfo.environment["PROMISEHTTP_UPLOAD_RSS_URL"] != nil))
+  func residentMemoryStaysFlatUploadingALargeFile() async throws {
+    let target = try #require(
+      ProcessInfo.processInfo.environment["PROMISEHTTP_UPLOAD_RSS_URL"].flatMap(URL.init))
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let url = scratch.directory.appendingPathComponent("large.bin")
+    _ = FileManager.default.createFile(atPath: url.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: url)
+    let block = Self.pattern(1 << 20)
+    for _ in 0..<256 { try handle.write(contentsOf: block) }
+    try handle.close()
+    _ = loopbackBypassesProxy
+    let client = HTTPClient(baseURL: target)
+    func residentBytes() -> Int {
+      let fields = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8))?.split(separator: " ")
+      return (fields.flatMap { Int($0[1]) } ?? 0) * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+    var form = MultipartForm()
+    form.append("large", name: "name")
+    form.append(fileAt: url, name: "file")
+    let kinds: [(String, HTTPBody)] = [
+      ("file", .file(url)), ("form with the file", .multipart(form)), ("file, again", .file(url)),
+      (
+        "stream of 64 KiB chunks",
+        .stream(
+          AsyncStream<Data> { continuation in
+            for _ in 0..<(256 * 16) { continuation.yield(block.prefix(65536)) }
+            continuation.finish()
+          })
+      ),
+    ]
+    for (name, body) in kinds {
+      let before = residentBytes()
+      let start = ContinuousClock.now
+      _ = try await client.upload(body, to: "sink").value
+      print(
+        "RSS | \(name) | 256 MiB | +\((residentBytes() - before) >> 20) MiB | \(ContinuousClock.now - start)")
+    }
+  }
+}
