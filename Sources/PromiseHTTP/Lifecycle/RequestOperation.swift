@@ -7,6 +7,14 @@ import Promises
 
 extension Exchange: RequestCancellable {}
 
+/// A body sink that hands the body to a reader as it arrives (a streamed response): once it
+/// takes a response, the request is committed to it (`RequestStateMachine.committed`).
+protocol CommittingBodySink: ResponseBodySink {
+  /// Receives, once before the first attempt, what the sink calls (at most once, from `begin`)
+  /// when it takes the response of the current exchange.
+  func attach(commit: @escaping @Sendable () -> Void)
+}
+
 /// One call of `HTTPClient.send`: runs the actions of a `RequestStateMachine` and feeds back
 /// what happens, settling one promise.
 ///
@@ -38,6 +46,10 @@ final class RequestOperation: Sendable {
     self.queue = queue
     self.queueKey = RequestQueueKey(settings.machine.request.url!)
     self.resolver = resolver
+    if let sink = settings.exchange.bodySink as? any CommittingBodySink {
+      // Weak: the sink lives in the operation's settings.
+      sink.attach { [weak self] in self?.commit() }
+    }
   }
 
   /// Starts the request at once if its origin has a free slot, else queues it until one frees.
@@ -51,6 +63,13 @@ final class RequestOperation: Sendable {
   /// Ends the request for a cancelled promise.
   func cancel() {
     run { $0.cancelled() }
+  }
+
+  /// Commits the request to the body its sink is streaming: no retry from now on, and only the
+  /// request's own deadline still applies.
+  private func commit() {
+    let remaining = settings.deadline?.remaining
+    run { $0.committed(ownDeadlineRemaining: remaining) }
   }
 
   private func slotGranted() {
@@ -108,6 +127,9 @@ final class RequestOperation: Sendable {
       timer.cancel()
     case .cancelExchange(let exchange):
       exchange.cancel()
+    case .commit(let timer, let ownDeadline):
+      timer?.cancel()
+      if let ownDeadline { arm(.ownDeadline, after: ownDeadline) }
     case .finish(let finish):
       finish.exchange?.cancel()
       for timer in finish.timers { timer.cancel() }
@@ -149,6 +171,7 @@ final class RequestOperation: Sendable {
       switch timer {
       case .queueWait: run { $0.queueWaitExpired() }
       case .deadline: run { $0.deadlinePassed() }
+      case .ownDeadline: run { $0.ownDeadlinePassed() }
       case .backoff(let attempt):
         let now = scheduler.now
         run { $0.backoffElapsed(after: attempt, now: now) }

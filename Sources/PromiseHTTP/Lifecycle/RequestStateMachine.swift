@@ -59,6 +59,9 @@ struct RequestStateMachine {
     /// The time that was allowed, for `HTTPError.timedOut`.
     var allowed: Duration
     var deadlineTimer: (any ScheduledWork)?
+    /// Whether the body of the current exchange streams to a reader (`committed`): the request
+    /// is then neither retried nor replayed, and only its own deadline still applies.
+    var committed = false
   }
 
   /// What a running request is doing.
@@ -73,6 +76,8 @@ struct RequestStateMachine {
   enum Timer: Equatable {
     case queueWait
     case deadline
+    /// The request's own deadline, armed when a streamed body is committed (`committed`).
+    case ownDeadline
     /// The wait after attempt `attempt`.
     case backoff(attempt: Int)
   }
@@ -104,6 +109,9 @@ struct RequestStateMachine {
     case cancelExchange(any RequestCancellable)
     /// Settles the promise and cleans up (see `Finish`).
     case finish(Finish)
+    /// Cancels the deadline timer (if any), then arms `Timer.ownDeadline` after `ownDeadline`
+    /// (if the request has one): a streamed body was committed.
+    case commit(cancelling: (any ScheduledWork)?, ownDeadline: Duration?)
   }
 
   /// What ending the request takes: the outcome, and what to cancel, leave or release first.
@@ -215,6 +223,11 @@ struct RequestStateMachine {
       running.deadlineTimer = handle
       state = .running(running, phase)
       return .none
+    case (.running(var running, let phase), .ownDeadline)
+    where running.committed && running.deadlineTimer == nil:
+      running.deadlineTimer = handle
+      state = .running(running, phase)
+      return .none
     case (.running(let running, .backingOff(nil)), .backoff(let attempt)) where attempt == running.attempt:
       state = .running(running, .backingOff(timer: handle))
       return .none
@@ -225,8 +238,18 @@ struct RequestStateMachine {
 
   /// The deadline timer fired.
   mutating func deadlinePassed() -> Action {
-    guard case .running(let running, _) = state else { return .none }
+    // Committed: the timer of `timeout` was being cancelled as it fired.
+    guard case .running(let running, _) = state, !running.committed else { return .none }
     return finish(.failure(HTTPError.timedOut(url: url, deadline: running.allowed)))
+  }
+
+  /// The request's own deadline passed while its committed body was streaming.
+  mutating func ownDeadlinePassed() -> Action {
+    guard case .running(let running, _) = state, running.committed, let allowed = settings.deadlineAllowed
+    else {
+      return .none
+    }
+    return finish(.failure(HTTPError.timedOut(url: url, deadline: allowed)))
   }
 
   /// The backoff after attempt `attempt` is over at `now`: the next attempt starts.
@@ -293,7 +316,33 @@ struct RequestStateMachine {
     guard case .running(let running, .exchanging(let request, id, _)) = state else { return .none }
     completedExchange = id
     state = .running(running, .deciding(request, outcome: outcome))
+    // A committed body has been handed to its reader: its end (or its cut) is the outcome, with
+    // no step to decide a retry or a replay.
+    if running.committed { return finish(deliver(outcome)) }
     return .decide(outcome, request, attempt(running, now: now))
+  }
+
+  // MARK: Streaming
+
+  /// The response of the current exchange is being handed to a reader as it arrives (the head
+  /// of a streamed response was delivered): the request is committed to it.
+  ///
+  /// From now on nothing is retried or replayed (the exchange's end is the outcome), and the
+  /// client's `timeout` no longer applies: a stream lasts as long as its reader wants it. The
+  /// request's own deadline, `ownDeadlineRemaining` from now if it has one, still bounds it.
+  mutating func committed(ownDeadlineRemaining: Duration?) -> Action {
+    guard case .running(var running, let phase) = state, case .exchanging = phase, !running.committed else {
+      return .none
+    }
+    if let remaining = ownDeadlineRemaining, remaining <= .zero {
+      return finish(
+        .failure(HTTPError.timedOut(url: url, deadline: settings.deadlineAllowed ?? running.allowed)))
+    }
+    running.committed = true
+    let timer = running.deadlineTimer
+    running.deadlineTimer = nil
+    state = .running(running, phase)
+    return .commit(cancelling: timer, ownDeadline: ownDeadlineRemaining)
   }
 
   /// The steps decided `decision` at `now`.
