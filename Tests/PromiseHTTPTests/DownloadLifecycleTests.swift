@@ -28,7 +28,9 @@ struct DownloadLifecycleTests {
   @Test func aFullDiskFailsWithENOSPCAndIsNotRetried() async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
-        router.on("GET", "/file") { _ in .respond(ServerResponse(headers: [("ETag", "\"v1\"")], body: Self.content)) }
+        router.on("GET", "/file") { _ in
+          .respond(ServerResponse(headers: [("ETag", "\"v1\"")], body: Self.content))
+        }
       }) { server in
         // The temporary file is a link to /dev/full, where every write fails with ENOSPC.
         let temporary = DownloadFile.temporaryURL(for: directory.file())
@@ -133,7 +135,9 @@ struct DownloadLifecycleTests {
       try await withServer({ router in
         // 1.6 s in all, a chunk every 50 ms: twice the timeout, never idle for long.
         router.on("GET", "/file") { _ in
-          .trickle(ServerResponse(body: Self.content), chunkSize: Self.content.count / 32, interval: .milliseconds(50))
+          .trickle(
+            ServerResponse(body: Self.content), chunkSize: Self.content.count / 32,
+            interval: .milliseconds(50))
         }
         router.on("GET", "/json") { _ in
           .trickle(.json(largeJSON(bytes: 32 * 100)), chunkSize: 100, interval: .milliseconds(50))
@@ -185,7 +189,9 @@ struct DownloadLifecycleTests {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
         router.on("GET", "/drip") { _ in
-          .trickle(ServerResponse(body: Self.content), chunkSize: Self.content.count / 40, interval: .milliseconds(50))
+          .trickle(
+            ServerResponse(body: Self.content), chunkSize: Self.content.count / 40,
+            interval: .milliseconds(50))
         }
         router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
       }) { server in

@@ -20,7 +20,8 @@ struct DownloadResumeTests {
     router.on("GET", "/file") { request in
       let call = calls.next()
       guard call > 1 else {
-        return .resetMidBody(rangeResponse(Self.content, etag: "\"v1\"", for: request).0, afterBytes: Self.cut)
+        return .resetMidBody(
+          rangeResponse(Self.content, etag: "\"v1\"", for: request).0, afterBytes: Self.cut)
       }
       return later(call, request)
     }
@@ -99,7 +100,8 @@ struct DownloadResumeTests {
             ServerResponse(
               status: 206,
               headers: [
-                ("ETag", "\"v1\""), ("Content-Range", "bytes \(start)-\(Self.content.count - 1)/\(Self.content.count)"),
+                ("ETag", "\"v1\""),
+                ("Content-Range", "bytes \(start)-\(Self.content.count - 1)/\(Self.content.count)"),
               ], body: Array(Self.content[start...])))
         }
       }) { server in
@@ -120,7 +122,8 @@ struct DownloadResumeTests {
         serve(router) { _, _ in
           .respond(
             ServerResponse(
-              status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 5-9/\(Self.content.count)")],
+              status: 206,
+              headers: [("ETag", "\"v1\""), ("Content-Range", "bytes 5-9/\(Self.content.count)")],
               body: Array(Self.content[5...9])))
         }
       }) { server in
@@ -196,7 +199,9 @@ struct DownloadResumeTests {
   @Test func aBodyShorterThanItsContentLengthWithoutRetriesFailsAndLeavesNoFile() async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
-        router.on("GET", "/file") { _ in .truncatedBody(ServerResponse(body: Self.content), sendBytes: Self.cut) }
+        router.on("GET", "/file") { _ in
+          .truncatedBody(ServerResponse(body: Self.content), sendBytes: Self.cut)
+        }
       }) { server in
         let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
         guard case .transport(let error, _)? = httpError(result) else {
@@ -214,7 +219,8 @@ struct DownloadResumeTests {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
         router.on("GET", "/file") { _ in
-          .wrongContentLength(ServerResponse(headers: [("Connection", "close")], body: Self.content), declared: declared)
+          .wrongContentLength(
+            ServerResponse(headers: [("Connection", "close")], body: Self.content), declared: declared)
         }
       }) { server in
         let download = try await server.client().download("file", to: directory.file()).value
@@ -234,7 +240,9 @@ struct DownloadResumeTests {
         let (first, _) = await outcome(of: client.download("file", to: directory.file(), options: keep))
         #expect(httpError(first) != nil)
         #expect(
-          directory.names == [".download.bin.promisehttp-download", ".download.bin.promisehttp-download.resume"])
+          directory.names == [
+            ".download.bin.promisehttp-download", ".download.bin.promisehttp-download.resume",
+          ])
         let kept = try #require(directory.contents(".download.bin.promisehttp-download"))
         #expect(kept.count > 0 && Fingerprint(kept) == Fingerprint(Self.content.prefix(kept.count)))
 
@@ -251,7 +259,9 @@ struct DownloadResumeTests {
   @Test func aKeptPartialFileIsNotResumedForAnotherURLOrWhenResumingIsOff() async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
-        router.on("GET", "/b") { request in .respond(rangeResponse(Self.content, etag: "\"v1\"", for: request).0) }
+        router.on("GET", "/b") { request in
+          .respond(rangeResponse(Self.content, etag: "\"v1\"", for: request).0)
+        }
         for path in ["/a", "/c"] {
           let calls = Counter()
           router.on("GET", path) { request in

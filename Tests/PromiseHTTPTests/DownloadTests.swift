@@ -31,7 +31,9 @@ func downloadContent(_ size: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt
 func rangeResponse(
   _ content: [UInt8], etag: String?, lastModified: String? = nil, for request: RecordedRequest
 ) -> (response: ServerResponse, start: Int) {
-  var headers: [(String, String)] = [("Content-Type", "application/octet-stream"), ("Accept-Ranges", "bytes")]
+  var headers: [(String, String)] = [
+    ("Content-Type", "application/octet-stream"), ("Accept-Ranges", "bytes"),
+  ]
   if let etag { headers.append(("ETag", etag)) }
   if let lastModified { headers.append(("Last-Modified", lastModified)) }
   let validator = etag ?? lastModified
@@ -125,7 +127,9 @@ struct DownloadTests {
   @Test func theBodyArrivesWholeInTheFileAndTheTemporaryFileIsGone() async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
-        router.on("GET", "/file") { request in .respond(rangeResponse(Self.content, etag: "\"v1\"", for: request).0) }
+        router.on("GET", "/file") { request in
+          .respond(rangeResponse(Self.content, etag: "\"v1\"", for: request).0)
+        }
       }) { server in
         let client = server.client()
         let download = try await client.download("file", to: directory.file()).value
@@ -273,7 +277,10 @@ struct DownloadTests {
   @Test func theContentRangeParserTakesOnlyWellFormedRanges() {
     #expect(DownloadSink.contentRange("bytes 10-19/20")! == (10, 19, 20))
     #expect(DownloadSink.contentRange("bytes 0-0/*")! == (0, 0, nil))
-    for bad in ["bytes 10-9/20", "bytes 10-19/19", "bytes */20", "items 0-1/2", "bytes 1-2", "", "bytes -1-2/3", "bytes +1-2/3", "bytes 1-2/"] {
+    for bad in [
+      "bytes 10-9/20", "bytes 10-19/19", "bytes */20", "items 0-1/2", "bytes 1-2", "", "bytes -1-2/3",
+      "bytes +1-2/3", "bytes 1-2/",
+    ] {
       #expect(DownloadSink.contentRange(bad) == nil, "\(bad)")
     }
     #expect(DownloadSink.contentRange(nil) == nil)

@@ -38,7 +38,8 @@ struct TransferProgressTests {
     let queue = DispatchQueue(label: "TransferProgressTests.held")
     let log = ProgressLog()
     let reporter = ProgressReporter(
-      TransferProgressHandler(on: queue, interval: .milliseconds(20)) { log.append($0) }, defaultQueue: .global())
+      TransferProgressHandler(on: queue, interval: .milliseconds(20)) { log.append($0) },
+      defaultQueue: .global())
     reporter.update(completed: 1, expected: nil)
     reporter.update(completed: 2, expected: nil)
     reporter.update(completed: 3, expected: nil)
@@ -64,7 +65,8 @@ struct TransferProgressTests {
     #expect(TransferProgress(completedBytes: 5, expectedBytes: 10).fractionCompleted == 0.5)
     #expect(TransferProgress(completedBytes: 5, expectedBytes: nil).fractionCompleted == nil)
     #expect(TransferProgress(completedBytes: 0, expectedBytes: 0, isFinal: true).fractionCompleted == 1)
-    #expect("\(TransferProgress(completedBytes: 5, expectedBytes: 10, isFinal: true))" == "5 of 10 bytes (final)")
+    #expect(
+      "\(TransferProgress(completedBytes: 5, expectedBytes: 10, isFinal: true))" == "5 of 10 bytes (final)")
   }
 
   @Test func aSlowDripIsReportedInAFewUpdatesEndingWithTheFileSize() async throws {
@@ -79,11 +81,15 @@ struct TransferProgressTests {
         let queue = DispatchQueue(label: "TransferProgressTests.drip")
         let log = ProgressLog()
         let progress = TransferProgressHandler(on: queue) { log.append($0) }
-        let download = try await server.client().download("file", to: directory.file(), progress: progress).value
+        let download = try await server.client().download("file", to: directory.file(), progress: progress)
+          .value
         await offThePool { queue.sync {} }
         let updates = log.updates
         #expect(updates.first == TransferProgress(completedBytes: 0, expectedBytes: Int64(content.count)))
-        #expect(updates.last == TransferProgress(completedBytes: download.byteCount, expectedBytes: download.byteCount, isFinal: true))
+        #expect(
+          updates.last
+            == TransferProgress(
+              completedBytes: download.byteCount, expectedBytes: download.byteCount, isFinal: true))
         #expect(download.byteCount == Int64(content.count))
         // At most one every 100 ms, plus the first and the last: far fewer than the 200 chunks.
         #expect(updates.count >= 3 && updates.count <= 25, "\(updates.count) updates")

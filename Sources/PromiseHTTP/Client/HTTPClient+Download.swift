@@ -54,7 +54,8 @@ extension HTTPClient {
     if request.headers["Range"] != nil {
       return Promise(
         error: HTTPError.invalidRequest(
-          "a download sets Range itself, to resume; send(_:) fetches a part of a resource"), file: file, line: line)
+          "a download sets Range itself, to resume; send(_:) fetches a part of a resource"), file: file,
+        line: line)
     }
     let built: URLRequest
     switch prepare(request) {

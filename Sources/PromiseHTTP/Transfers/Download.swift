@@ -32,15 +32,17 @@ public struct DownloadOptions: Sendable, Hashable {
   /// small `.resume` file naming the URL and the validator (`ETag` or `Last-Modified`) its bytes
   /// belong to. Without a validator the bytes cannot be trusted and are not resumed.
   public var keepsPartialFileOnFailure: Bool
-  /// Whether a download continues from a temporary file an earlier failed download kept
-  /// (see `keepsPartialFileOnFailure`), asking only for the missing bytes with `Range` and
-  /// `If-Range`; `true` by default. The bytes are used only for the same URL and a known
-  /// validator; a server that answers with the whole body instead restarts it cleanly.
+  /// Whether a download continues from the temporary file an earlier failed one kept.
+  ///
+  /// `true` by default: the download asks only for the missing bytes, with `Range` and
+  /// `If-Range` (see `keepsPartialFileOnFailure`). The bytes are used only for the same URL
+  /// and a known validator; a server that answers with the whole body restarts it cleanly.
   public var resumesPartialFile: Bool
 
   /// Creates options; every parameter defaults to the documented default.
   public init(
-    replacesExistingFile: Bool = false, keepsPartialFileOnFailure: Bool = false, resumesPartialFile: Bool = true
+    replacesExistingFile: Bool = false, keepsPartialFileOnFailure: Bool = false,
+    resumesPartialFile: Bool = true
   ) {
     self.replacesExistingFile = replacesExistingFile
     self.keepsPartialFileOnFailure = keepsPartialFileOnFailure

@@ -45,6 +45,7 @@ struct DownloadFile {
   ///   - destination: Where the file goes once complete.
   ///   - requestURL: The redacted URL of the request, compared with a kept file's record.
   ///   - options: Replacing, resuming.
+  /// - Returns: The open file, or why the download must not start.
   static func create(
     destination: URL, requestURL: String, options: DownloadOptions
   ) -> Result<DownloadFile, TransferError> {

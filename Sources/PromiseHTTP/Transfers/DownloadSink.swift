@@ -68,7 +68,8 @@ final class DownloadSink: ResponseBodySink {
   private let transportIdleTimeout: TimeInterval
 
   init(
-    file: DownloadFile, options: DownloadOptions, reporter: ProgressReporter?, scheduler: any PromiseScheduler,
+    file: DownloadFile, options: DownloadOptions, reporter: ProgressReporter?,
+    scheduler: any PromiseScheduler,
     acceptable: Range<Int>, errorURL: URL?, recordURL: String, idleTimeout: Duration
   ) {
     var initial = State(file: file, written: 0)
@@ -120,10 +121,13 @@ final class DownloadSink: ResponseBodySink {
       response.value(forHTTPHeaderField: "Content-Encoding").map { !$0.isEmpty && $0 != "identity" } ?? false
     // Offsets of a decoded body are not the server's: such a body is not resumable.
     let validator = encoded ? nil : Self.validator(of: response)
-    let declared = encoded || response.expectedContentLength < 0 ? nil : Optional(response.expectedContentLength)
+    let declared =
+      encoded || response.expectedContentLength < 0 ? nil : Optional(response.expectedContentLength)
     let now = scheduler.now
     let outcome: Result<(Int64, Int64?), HTTPError> = state.withLock { state in
-      guard state.phase == .open else { return .failure(.transportFailure(URLError(.cancelled), url: errorURL)) }
+      guard state.phase == .open else {
+        return .failure(.transportFailure(URLError(.cancelled), url: errorURL))
+      }
       state.lastActivity = now
       var start: Int64 = 0
       if response.statusCode == 206 {
@@ -228,7 +232,8 @@ final class DownloadSink: ResponseBodySink {
         return .failure(error)
       }
       state.phase = .completed
-      return .success(HTTPDownload(response: response, fileURL: state.file.destination, byteCount: state.written))
+      return .success(
+        HTTPDownload(response: response, fileURL: state.file.destination, byteCount: state.written))
     }
     switch outcome {
     case .success(let download): reporter?.finish(completed: download.byteCount, expected: download.byteCount)
@@ -237,10 +242,12 @@ final class DownloadSink: ResponseBodySink {
     return outcome
   }
 
-  /// The download failed, was cancelled or passed its deadline: removes the temporary file (or
-  /// keeps it, with its record, under `keepsPartialFileOnFailure`); with `undoingCompletion`, a
-  /// file already moved onto the destination is removed too (a cancellation that came after
-  /// the move but before the promise was fulfilled). Runs once; later calls do nothing.
+  /// Ends the download that failed, was cancelled or passed its deadline.
+  ///
+  /// Removes the temporary file (or keeps it, with its record, under
+  /// `keepsPartialFileOnFailure`); with `undoingCompletion`, a file already moved onto the
+  /// destination is removed too (a cancellation that came after the move but before the promise
+  /// was fulfilled). Runs once; later calls do nothing.
   func abandon(undoingCompletion: Bool) {
     state.withLock { state in
       switch state.phase {
@@ -305,7 +312,8 @@ final class DownloadSink: ResponseBodySink {
 
   /// Parses `bytes first-last/total` (`total` may be `*`); `nil` for anything else.
   static func contentRange(_ value: String?) -> (start: Int64, end: Int64, total: Int64?)? {
-    guard let value = value?.trimmingCharacters(in: .whitespaces), value.lowercased().hasPrefix("bytes ") else {
+    guard let value = value?.trimmingCharacters(in: .whitespaces), value.lowercased().hasPrefix("bytes ")
+    else {
       return nil
     }
     let spec = value.dropFirst("bytes ".count).trimmingCharacters(in: .whitespaces)
