@@ -297,6 +297,41 @@ struct StreamingTests {
     }
   }
 
+  @Test func twoCopiesOfAnIteratorCannotWaitAtOnce() async throws {
+    try await withServer({ router in
+      router.on("GET", "/drip") { _ in Self.drip }
+    }) { server in
+      let response = try await server.client().stream("drip").value
+      var first = response.body.makeAsyncIterator()
+      _ = try await first.next()
+      let copy = first
+      let waiting = Task {
+        var iterator = copy
+        return try await iterator.next()
+      }
+      // One of the two waits for the next chunk; the other is refused at once.
+      var second = first
+      let mine: Result<Data?, any Error>
+      do { mine = .success(try await second.next()) } catch { mine = .failure(error) }
+      let outcomes = [mine, await waiting.result]
+      let refused = outcomes.filter {
+        if case .failure(HTTPStreamError.alreadyIterated) = $0 { true } else { false }
+      }
+      let served = outcomes.filter { if case .success(.some) = $0 { true } else { false } }
+      #expect(refused.count + served.count == 2)
+      #expect(served.count >= 1)
+      response.cancel()
+    }
+  }
+
+  @Test func anInvalidRequestIsRejectedBeforeAnythingIsSent() async throws {
+    try await withServer({ _ in }) { server in
+      let (result, _) = await outcome(of: server.client().stream("x", headers: ["X-Bad": "a\r\nb"]))
+      guard case .invalidRequest? = httpError(result) else { return }
+      #expect(server.requests.isEmpty)
+    }
+  }
+
   // MARK: Statuses and retries
 
   @Test func anUnacceptableStatusRejectsWithItsExcerpt() async throws {

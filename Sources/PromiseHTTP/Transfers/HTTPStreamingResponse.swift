@@ -58,10 +58,11 @@ public struct HTTPStreamingResponse: Sendable, CustomStringConvertible {
 /// an `HTTPStreamError`.
 ///
 /// Memory: the client keeps at most `HTTPBodyStream.defaultBufferSize` bytes in memory for a
-/// reader slower than the server. FoundationNetworking cannot pause a transfer (see
-/// `Docs`), so what arrives beyond that waits in an unlinked temporary file, which the reader
-/// drains in order; past `HTTPBodyStream.defaultSpillLimit` bytes there, the stream fails
-/// with `HTTPStreamError.readerFellBehind`.
+/// reader slower than the server. FoundationNetworking cannot pause a transfer (its
+/// `URLSessionTask.suspend()` closes the connection, and `resume()` sends the request again),
+/// so what arrives beyond that waits in an unlinked temporary file in `NSTemporaryDirectory()`,
+/// which the reader drains in order; past `HTTPBodyStream.defaultSpillLimit` bytes there, the
+/// stream fails with `HTTPStreamError.readerFellBehind`. The server is not slowed down.
 public struct HTTPBodyStream: AsyncSequence, Sendable {
   /// A chunk of the body.
   public typealias Element = Data

@@ -109,11 +109,14 @@ final class ResponseStream: Sendable {
     if let result = try Self.outcome(of: ready) { return result }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Data?, any Error>) in
-        let found = state.withLock { state -> ResponseStreamBuffer.Next in
+        let found = state.withLock { state -> ResponseStreamBuffer.Next? in
+          // A copy of the iterator waiting already: the body has one reader at a time.
+          guard state.waiter == nil else { return nil }
           let next = state.buffer.next()
           if case .wait = next { state.waiter = continuation }
           return next
         }
+        guard let found else { return continuation.resume(throwing: HTTPStreamError.alreadyIterated) }
         if case .wait = found { return }
         continuation.resume(with: Result { try Self.outcome(of: found) ?? nil })
       }
