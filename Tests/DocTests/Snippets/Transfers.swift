@@ -7,7 +7,7 @@ import Testing
 
 /// The media server of the transfer examples, on loopback sockets: recordings to download
 /// (some of them cut off on the first attempt), uploads to receive, and streams of lines.
-final class MediaServer: Sendable {
+private final class MediaServer: Sendable {
   let server: LoopbackServer
   /// A scratch directory for the example's files, removed by `stop()`.
   let recordings: URL
@@ -610,7 +610,7 @@ struct TransfersExamples {
 }
 
 /// The fractions a progress handler saw, in order.
-final class LockedFractions: Sendable {
+private final class LockedFractions: Sendable {
   private let box = NSLockedBox<[Double?]>([])
 
   func append(_ value: Double?) { box.withLock { $0.append(value) } }
@@ -618,7 +618,7 @@ final class LockedFractions: Sendable {
 }
 
 /// A value guarded by an `NSLock`.
-final class NSLockedBox<Value>: @unchecked Sendable {
+private final class NSLockedBox<Value>: @unchecked Sendable {
   // Safety: `value` is only accessed while `lock` is held.
   private let lock = NSLock()
   private var value: Value
@@ -633,7 +633,7 @@ final class NSLockedBox<Value>: @unchecked Sendable {
 }
 
 /// Polls `condition` every 10 ms for up to 5 s; `true` as soon as it holds.
-func eventually(_ condition: @Sendable () -> Bool) async -> Bool {
+private func eventually(_ condition: @Sendable () -> Bool) async -> Bool {
   for _ in 0..<500 {
     if condition() { return true }
     try? await Task.sleep(for: .milliseconds(10))
