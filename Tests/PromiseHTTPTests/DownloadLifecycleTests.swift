@@ -103,6 +103,48 @@ struct DownloadLifecycleTests {
     #expect(sink.activity(at: .zero) == .ended)
   }
 
+  @Test func aSecondDownloadToTheSameDestinationIsRefusedWhileTheFirstRuns() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in
+          .wrongContentLength(ServerResponse(body: Self.content), declared: Self.content.count * 2)
+        }
+      }) { server in
+        let client = server.client()
+        let (handler, updates) = TransferProgressHandler.makeStream(interval: .zero)
+        let first = client.download("file", to: directory.file(), progress: handler)
+        for await update in updates where update.completedBytes > 0 { break }
+        let (second, _) = await outcome(of: client.download("file", to: directory.file()))
+        let error = transferError(second)
+        #expect(error?.posixCode == .EWOULDBLOCK, "\(String(describing: error))")
+        #expect("\(String(describing: error))".contains("another download"))
+        #expect(server.requests.count == 1)
+        #expect(directory.names == [".download.bin.promisehttp-download"])
+        first.cancel()
+        _ = await outcome(of: first)
+        #expect(directory.names.isEmpty)
+      }
+    }
+  }
+
+  @Test func aStaleTemporaryFileWithoutARecordIsStartedOver() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in
+          .respond(ServerResponse(headers: [("ETag", "\"v1\"")], body: Self.content))
+        }
+      }) { server in
+        // Left by a crash: longer than the body, and no record of what it holds.
+        let stale = Data(downloadContent(3 << 20, seed: 3))
+        try stale.write(to: DownloadFile.temporaryURL(for: directory.file()))
+        _ = try await server.client().download("file", to: directory.file()).value
+        #expect(directory.fingerprint() == Fingerprint(Self.content))
+        #expect(server.requests.first?.header("Range") == nil)
+        #expect(directory.names == ["download.bin"])
+      }
+    }
+  }
+
   @Test func aDeadlineMidTransferFailsAndLeavesNoFile() async throws {
     let queue = DispatchQueue(label: "DownloadLifecycleTests.deadline")
     try await withDownloadDirectory { directory in

@@ -76,8 +76,21 @@ struct DownloadFile {
     unlink(resumeURL.path)
     if resumable == nil {
       if descriptor >= 0 { close(descriptor) }
-      descriptor = open(temporaryURL.path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+      descriptor = open(temporaryURL.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
       guard descriptor >= 0 else { return .failure(.lastError("create", temporaryURL)) }
+    }
+    // One download per destination at a time: a second one would write into the same
+    // temporary file. The lock goes with the descriptor (closed at the end, or by the kernel).
+    guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+      let error = TransferError.lastError("lock", temporaryURL)
+      close(descriptor)
+      return .failure(error)
+    }
+    // A stale file (not resumed) starts empty; an empty one is left as it is.
+    if resumable == nil, fstat(descriptor, &status) == 0, status.st_size > 0, ftruncate(descriptor, 0) != 0 {
+      let error = TransferError.lastError("truncate", temporaryURL)
+      close(descriptor)
+      return .failure(error)
     }
     return .success(
       DownloadFile(

@@ -50,6 +50,8 @@ extension TransferError: CustomStringConvertible, LocalizedError {
         "the download's destination \(url.path) exists already (set DownloadOptions.replacesExistingFile to replace it); nothing was downloaded"
     case .invalidDestination(let url, let reason):
       return "cannot download to \(url.absoluteString): \(reason)"
+    case .fileSystem("lock", let url, let number) where number == EWOULDBLOCK:
+      return "another download to the same destination is writing \(url.path); wait for it to end"
     case .fileSystem(let operation, let url, let number):
       let name = Self.symbol(number).map { " (\($0))" } ?? ""
       return "could not \(operation) \(url.path): \(String(cString: strerror(number)))\(name)"
