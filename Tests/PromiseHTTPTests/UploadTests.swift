@@ -342,6 +342,40 @@ struct UploadTests {
     }
   }
 
+  @Test func theRequestsDeadlineEndsAStreamThatDoesNotEnd() async throws {
+    try await withServer({ router in
+      router.on("POST", "/stream") { _ in .respond(.text("ok")) }
+    }) { server in
+      let (chunks, continuation) = AsyncStream<Data>.makeStream()
+      let stopped = AsyncStream<Void>.makeStream()
+      continuation.onTermination = { _ in stopped.continuation.finish() }
+      continuation.yield(Data(repeating: 1, count: 10))
+      let request = HTTPRequest(method: .post, path: "stream", deadline: .after(.milliseconds(200)))
+      let result = await outcome(of: server.client().upload(.stream(chunks), with: request))
+      guard case .timedOut(_, let allowed)? = httpError(result.result) else {
+        Issue.record("expected timedOut, got \(result.result)")
+        return
+      }
+      #expect(allowed == .milliseconds(200))
+      #expect(result.elapsed < .seconds(5))
+      for await _ in stopped.stream {}
+      #expect(server.requests.isEmpty)
+    }
+  }
+
+  @Test func aStreamToAPathThatCannotBeSentIsNotRead() async throws {
+    try await withServer({ _ in }) { server in
+      let read = Counter()
+      let chunks = AsyncStream<Data>(unfolding: {
+        _ = read.next()
+        return nil
+      })
+      let result = await outcome(of: server.client().upload(.stream(chunks), to: "a/../b")).result
+      _ = Self.invalidRequest(result)
+      #expect(read.value == 0)
+    }
+  }
+
   @Test func anUploadWithABodyOfItsOwnOrAGetIsRefused() async throws {
     try await withServer({ _ in }) { server in
       let client = server.client()

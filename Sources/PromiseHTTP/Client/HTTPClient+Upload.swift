@@ -63,7 +63,13 @@ extension HTTPClient {
         .invalidRequest("a \(request.method.rawValue) request carries no body; upload with POST or PUT"))
     }
     if case .stream(let producer, let length) = body.content {
-      return uploadStream(producer, length: length, with: request, reporter: reporter, file: file, line: line)
+      // A request that cannot be sent is refused before the sequence is read.
+      switch prepare(request) {
+      case .failure(let error): return reject(error)
+      case .success(let built):
+        return uploadStream(
+          producer, length: length, with: request, url: built.url, reporter: reporter, file: file, line: line)
+      }
     }
     switch body.prepare() {
     case .success(let prepared):
@@ -75,28 +81,55 @@ extension HTTPClient {
 
   /// Writes a stream of chunks to a temporary file, then uploads the file (see `UploadSpool`);
   /// the file is removed when the request settles.
+  ///
+  /// The request's own `deadline` runs while the sequence is written; the client's `timeout`
+  /// counts from when the file is sent.
   private func uploadStream(
-    _ producer: ChunkProducer, length: Int64?, with request: HTTPRequest, reporter: ProgressReporter?,
-    file: StaticString, line: UInt
+    _ producer: ChunkProducer, length: Int64?, with request: HTTPRequest, url: URL?,
+    reporter: ProgressReporter?, file: StaticString, line: UInt
   ) -> Promise<HTTPResponse> {
     let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
+    // Whether the file was sent (its request then keeps the deadline), or the deadline passed
+    // first: whichever comes first wins.
+    let sending = LockedBox<Bool?>(nil)
     let spooling = Task { [self] in
       switch await UploadSpool.spool(producer, length: length) {
       case .failure(let error):
         reporter?.abandon()
         resolver.reject(error)
-      case .success(let (url, size)):
+      case .success(let (spooled, size)):
+        let sends = sending.withLock { state in
+          if state == nil { state = true }
+          return state == true && resolver.isPending
+        }
+        guard sends else {
+          try? FileManager.default.removeItem(at: spooled)
+          return
+        }
         let prepared = PreparedUpload(
-          source: FileUploadSource(url), length: size, contentType: MultipartForm.defaultFileType)
+          source: FileUploadSource(spooled), length: size, contentType: MultipartForm.defaultFileType)
         let sent = send(prepared, with: request, reporter: reporter, file: file, line: line)
         resolver.onCancel { sent.cancel() }
         sent.whenSettled(on: callbackQueue) { result in
-          try? FileManager.default.removeItem(at: url)
+          try? FileManager.default.removeItem(at: spooled)
           resolver.resolve(result)
         }
       }
     }
     resolver.onCancel { spooling.cancel() }
+    if let deadline = request.deadline {
+      let errorURL = url.map { Redaction.url($0, redacting: ParameterNameSet(sensitiveQueryParameters)) }
+      callbackQueue.asyncAfter(deadline: deadline.instant) {
+        // Still writing the sequence (a sent request has its own timer for the same deadline).
+        let passed = sending.withLock { state in
+          if state == nil { state = false }
+          return state == false
+        }
+        guard passed else { return }
+        spooling.cancel()
+        resolver.reject(HTTPError.timedOut(url: errorURL, deadline: deadline.allowed))
+      }
+    }
     return promise
   }
 
