@@ -331,6 +331,29 @@ struct TransfersExamples {
     await server.stop()
   }
 
+  @Test func oneDownloadPerDestination() async throws {
+    // A second download to a destination another one is writing is refused, as the guide says.
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    let first = client.download("slow/take-1.mp4", to: movie)
+    do {
+      _ = try await client.download("recordings/take-1.mp4", to: movie).value
+      Issue.record("a second download to the same destination was not refused")
+    } catch let error as TransferError {
+      guard case .fileSystem("lock", _, let number) = error else {
+        Issue.record("got \(error)")
+        return
+      }
+      #expect(number == EWOULDBLOCK)
+      #expect(error.description.contains("another download to the same destination"))
+    }
+    #expect(server.requests.allSatisfy { $0.pathWithoutQuery == "/slow/take-1.mp4" })
+    first.cancel()
+    await #expect(throws: CancellationError.self) { try await first.value }
+    await server.stop()
+  }
+
   @Test func uploadTheRecording() async throws {
     // snippet.transfers-upload
     // snippet.hide
