@@ -1,0 +1,665 @@
+import Dispatch
+import Foundation
+import LoopbackHTTPServer
+import PromiseHTTP
+import Promises
+import Testing
+
+/// The media server of the transfer examples, on loopback sockets: recordings to download
+/// (some of them cut off on the first attempt), uploads to receive, and streams of lines.
+private final class MediaServer: Sendable {
+  let server: LoopbackServer
+  /// A scratch directory for the example's files, removed by `stop()`.
+  let recordings: URL
+
+  /// The bytes of `recordings/take-1.mp4` and of the recordings the examples upload: 128 KiB.
+  static let take = GeneratedBody(length: 128 << 10, seed: 7)
+
+  var baseURL: URL { server.baseURL }
+  var requests: [RecordedRequest] { server.requests }
+
+  private init(server: LoopbackServer, recordings: URL) {
+    self.server = server
+    self.recordings = recordings
+  }
+
+  /// The body of `stream/status`: three lines of NDJSON, CRLF-separated, no newline after the last.
+  static let status = [2_500, 2_400, 2_600].map { #"{"bitrateKbps":\#($0),"droppedFrames":0}"# }
+    .joined(separator: "\r\n")
+  /// The body of `stream/events`: two server-sent events and a comment.
+  static let events = "event: state\ndata: connecting\n\n: keep-alive\n\ndata: live\ndata: 1280x720\n\n"
+
+  static func start() throws -> MediaServer {
+    for name in ["no_proxy", "NO_PROXY"] {
+      let existing = ProcessInfo.processInfo.environment[name] ?? ""
+      guard !existing.contains("127.0.0.1") else { continue }
+      setenv(name, (existing.isEmpty ? "" : existing + ",") + "127.0.0.1,127.0.0.2,localhost", 1)
+    }
+    let router = Router()
+    router.on("POST", "/device/register") { _ in .respond(.json(DocServer.token)) }
+    router.on("GET", "/stream/config") { request in
+      guard request.header("Authorization") == "Bearer tok-42" else {
+        return .respond(.text("missing or expired token", status: 401))
+      }
+      return .respond(.json(DocServer.config))
+    }
+    // 128 KiB in 16 KiB pieces, 10 ms apart: a download that progress can follow.
+    router.on("GET", "/recordings/take-1.mp4") { _ in
+      .stream(
+        StreamedResponse(
+          body: take, etag: "\"take-1\"", faults: [.drip(chunkSize: 16 << 10, interval: .milliseconds(10))]))
+    }
+    // The first attempt of each breaks off after 64 KiB; later ones honour Range.
+    for name in ["take-2", "take-3"] {
+      let calls = Counter()
+      router.on("GET", "/flaky/\(name).mp4") { _ in
+        .stream(
+          StreamedResponse(
+            body: take, etag: "\"\(name)\"", faults: calls.next() == 1 ? [.closeAfter(bytes: 64 << 10)] : []))
+      }
+    }
+    // 128 KiB over 1.6 s.
+    router.on("GET", "/slow/take-1.mp4") { _ in
+      .stream(
+        StreamedResponse(
+          body: take, etag: "\"take-1\"", faults: [.drip(chunkSize: 8 << 10, interval: .milliseconds(100))]))
+    }
+    router.on("PUT", "/recordings/take-1.mp4") { request in
+      guard request.header("Authorization") == "Bearer tok-42" else {
+        return .respond(.text("missing or expired token", status: 401))
+      }
+      return .respond(.text("stored \(request.body.count) bytes", status: 201))
+    }
+    router.on("PUT", "/recordings/take-2.mp4") { request in
+      .respond(.text("stored \(request.body.count) bytes", status: 201))
+    }
+    router.on("POST", "/recordings") { request in
+      .respond(.text("stored a form of \(request.body.count) bytes", status: 201))
+    }
+    router.on("GET", "/stream/status") { _ in
+      // 7-byte pieces: lines and JSON cut across chunks.
+      .trickle(
+        ServerResponse(headers: [("Content-Type", "application/x-ndjson")], body: Array(status.utf8)),
+        chunkSize: 7, interval: .milliseconds(1))
+    }
+    router.on("GET", "/stream/events") { _ in
+      .chunked(
+        ServerResponse(headers: [("Content-Type", "text/event-stream")], body: Array(events.utf8)),
+        chunkSize: 5)
+    }
+    // A line every 20 ms for 10 s: the reader stops long before the end.
+    router.on("GET", "/stream/log") { _ in
+      let lines = (1...500).map { #"{"frame":\#($0)}"# + "\n" }.joined()
+      return .trickle(ServerResponse(body: Array(lines.utf8)), chunkSize: 12, interval: .milliseconds(20))
+    }
+    let recordings = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "TransfersDoc-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: recordings, withIntermediateDirectories: true)
+    return MediaServer(server: try LoopbackServer(router: router), recordings: recordings)
+  }
+
+  /// Writes `take` to `name` in `recordings`, as the recorder would have, and returns its URL.
+  func record(_ name: String) throws -> URL {
+    let url = recordings.appendingPathComponent(name)
+    try Data(Self.take.allBytes).write(to: url)
+    return url
+  }
+
+  /// The names of the files in `recordings`, sorted, hidden ones included.
+  var files: [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: recordings.path)) ?? []).sorted()
+  }
+
+  /// Whether the file at `url` holds exactly the bytes of `take`.
+  static func holdsTake(_ url: URL) -> Bool {
+    FileManager.default.contents(atPath: url.path).map { Array($0) == take.allBytes } ?? false
+  }
+
+  /// Stops the server off Swift's cooperative pool and removes `recordings`.
+  func stop() async {
+    let server = self.server
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      DispatchQueue.global().async {
+        server.stop()
+        continuation.resume()
+      }
+    }
+    try? FileManager.default.removeItem(at: recordings)
+  }
+}
+
+@Suite("Docs/Transfers.md", .timeLimit(.minutes(1)))
+struct TransfersExamples {
+  @Test func download() async throws {
+    // snippet.transfers-download
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let mediaServer = server.baseURL
+    let recordings = server.recordings
+    // snippet.show
+    let client = HTTPClient(baseURL: mediaServer)
+    let movie = recordings.appendingPathComponent("take-1.mp4")
+
+    let download = try await client.download("recordings/take-1.mp4", to: movie).value
+    print(download.byteCount)  // prints "131072"
+    // snippet.hide
+    #expect(output.lines == ["131072"])
+    #expect(download.fileURL == movie.standardizedFileURL)
+    #expect(download.response.statusCode == 200 && download.response.body.isEmpty)
+    #expect(MediaServer.holdsTake(movie))
+    #expect(server.files == ["take-1.mp4"])
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func existingDestination() async throws {
+    // snippet.transfers-exists
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    try Data("an older take".utf8).write(to: movie)
+    // snippet.show
+    do {
+      _ = try await client.download("recordings/take-1.mp4", to: movie).value
+    } catch TransferError.destinationExists(let url) {
+      print("kept \(url.lastPathComponent)")  // prints "kept take-1.mp4": nothing was sent
+    }
+
+    let replaced = try await client.download(
+      "recordings/take-1.mp4", to: movie, options: DownloadOptions(replacesExistingFile: true)
+    ).value
+    // snippet.hide
+    #expect(output.lines == ["kept take-1.mp4"])
+    #expect(server.requests.count == 1)
+    #expect(replaced.byteCount == 131_072 && MediaServer.holdsTake(movie))
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func progressOnAQueue() async throws {
+    // snippet.transfers-progress
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    let fractions = LockedFractions()
+    // snippet.show
+    let ui = DispatchQueue(label: "ui")
+    let progress = TransferProgressHandler(on: ui) { update in
+      // snippet.hide
+      dispatchPrecondition(condition: .onQueue(ui))
+      fractions.append(update.fractionCompleted)
+      // snippet.show
+      if update.isFinal { print(update) }  // prints "131072 of 131072 bytes (final)"
+    }
+
+    let download = try await client.download("recordings/take-1.mp4", to: movie, progress: progress).value
+    // snippet.hide
+    #expect(await output.lines(count: 1) == ["131072 of 131072 bytes (final)"])
+    #expect(download.byteCount == 131_072)
+    let seen = fractions.values
+    #expect(seen.first == 0 && seen.last == 1 && seen.count >= 2)
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func progressAsAStream() async throws {
+    // snippet.transfers-progress-stream
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    // snippet.show
+    let (progress, updates) = TransferProgressHandler.makeStream()
+    let download = client.download("recordings/take-1.mp4", to: movie, progress: progress)
+
+    var last: TransferProgress?
+    for await update in updates {
+      last = update  // the stream ends after the final update, or when the download fails
+    }
+    print(last?.description ?? "failed")  // prints "131072 of 131072 bytes (final)"
+    let file = try await download.value
+    // snippet.hide
+    #expect(output.lines == ["131072 of 131072 bytes (final)"])
+    #expect(file.byteCount == 131_072 && MediaServer.holdsTake(movie))
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func downloadErrors() async throws {
+    // snippet.transfers-errors
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let movie = server.recordings.appendingPathComponent("take-9.mp4")
+    // snippet.show
+    do {
+      _ = try await client.download("recordings/take-9.mp4", to: movie).value
+    } catch let error as HTTPError {
+      print(error.statusCode ?? 0)  // prints "404": the network, the server, the time
+    } catch let error as TransferError {
+      print(error)  // the disk: the destination exists, the directory is read-only, the disk is full
+    }
+    print(FileManager.default.fileExists(atPath: movie.path))  // prints "false"
+    // snippet.hide
+    #expect(output.lines == ["404", "false"])
+    #expect(server.files.isEmpty, "the temporary file is gone too")
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func resumeWithinRetries() async throws {
+    // snippet.transfers-resume
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let movie = server.recordings.appendingPathComponent("take-2.mp4")
+    // snippet.show
+    // The first attempt breaks off after 64 KiB.
+    let download = try await client.download("flaky/take-2.mp4", to: movie).value
+    print(download.response.statusCode)  // prints "206": the retry asked for the rest
+    // the retry sent Range: bytes=65536- and If-Range: "take-2"
+    // snippet.hide
+    #expect(output.lines == ["206"])
+    let attempts = server.requests
+    #expect(attempts.count == 2)
+    #expect(attempts.first?.header("Range") == nil)
+    #expect(attempts.last?.header("Range") == "bytes=65536-")
+    #expect(attempts.last?.header("If-Range") == "\"take-2\"")
+    #expect(download.byteCount == 131_072 && MediaServer.holdsTake(movie))
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func resumeLater() async throws {
+    // snippet.transfers-resume-later
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let mediaServer = server.baseURL
+    let movie = server.recordings.appendingPathComponent("take-3.mp4")
+    // snippet.show
+    let client = HTTPClient(baseURL: mediaServer, configuration: .init(retryPolicy: .none))
+    let keep = DownloadOptions(keepsPartialFileOnFailure: true)
+
+    do {
+      _ = try await client.download("flaky/take-3.mp4", to: movie, options: keep).value
+    } catch {
+      // 64 KiB stay in ".take-3.mp4.promisehttp-download", beside the destination
+    }
+
+    // Later — in this process or the next one:
+    let download = try await client.download("flaky/take-3.mp4", to: movie).value
+    print(download.byteCount)  // prints "131072": 64 KiB from disk, 64 KiB asked for with Range
+    // snippet.hide
+    #expect(output.lines == ["131072"])
+    #expect(server.requests.count == 2)
+    #expect(server.requests.last?.header("Range") == "bytes=65536-")
+    #expect(server.requests.last?.header("If-Range") == "\"take-3\"")
+    #expect(MediaServer.holdsTake(movie))
+    #expect(server.files == ["take-3.mp4"])
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func keptPartialFile() async throws {
+    // The partial file and its record are where the guide says they are.
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL, configuration: .init(retryPolicy: .none))
+    let movie = server.recordings.appendingPathComponent("take-3.mp4")
+    let keep = DownloadOptions(keepsPartialFileOnFailure: true)
+    await #expect(throws: HTTPError.self) {
+      _ = try await client.download("flaky/take-3.mp4", to: movie, options: keep).value
+    }
+    #expect(server.files == [".take-3.mp4.promisehttp-download", ".take-3.mp4.promisehttp-download.resume"])
+    let kept = server.recordings.appendingPathComponent(".take-3.mp4.promisehttp-download")
+    #expect(FileManager.default.contents(atPath: kept.path)?.count == 64 << 10)
+    await server.stop()
+  }
+
+  @Test func oneDownloadPerDestination() async throws {
+    // A second download to a destination another one is writing is refused, as the guide says.
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    let first = client.download("slow/take-1.mp4", to: movie)
+    do {
+      _ = try await client.download("recordings/take-1.mp4", to: movie).value
+      Issue.record("a second download to the same destination was not refused")
+    } catch let error as TransferError {
+      guard case .fileSystem("lock", _, let number) = error else {
+        Issue.record("got \(error)")
+        return
+      }
+      #expect(number == EWOULDBLOCK)
+      #expect(error.description.contains("another download to the same destination"))
+    }
+    #expect(server.requests.allSatisfy { $0.pathWithoutQuery == "/slow/take-1.mp4" })
+    first.cancel()
+    await #expect(throws: CancellationError.self) { try await first.value }
+    await server.stop()
+  }
+
+  @Test func uploadTheRecording() async throws {
+    // snippet.transfers-upload
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let recorder = StreamRecorder()
+    let recording = try server.record("take-1.mp4")
+    // snippet.show
+    let progress = TransferProgressHandler(on: recorder.queue) { update in
+      if update.isFinal { print("sent \(update)") }  // prints "sent 131072 of 131072 bytes (final)"
+    }
+
+    let stored = client.post("device/register", json: Registration(deviceID: "A1B2"))
+      .decode(Token.self)
+      .then { token in
+        client.upload(
+          .file(recording), to: "recordings/take-1.mp4", method: .put,
+          headers: ["Authorization": "Bearer \(token.value)", "Content-Type": "video/mp4"],
+          progress: progress)
+      }
+      .map { response in response.text }
+
+    print(try await stored.value)  // prints "stored 131072 bytes"
+    // snippet.hide
+    let lines = await output.lines(count: 2)
+    #expect(Set(lines) == ["sent 131072 of 131072 bytes (final)", "stored 131072 bytes"])
+    let put = try #require(server.requests.last)
+    #expect(put.header("Content-Length") == "131072" && put.header("Content-Type") == "video/mp4")
+    #expect(put.body == MediaServer.take.allBytes)
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func uploadChunks() async throws {
+    // snippet.transfers-upload-stream
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let segmentBytes = MediaServer.take.allBytes
+    let segments = stride(from: 0, to: segmentBytes.count, by: 32 << 10).map {
+      Data(segmentBytes[$0..<min($0 + (32 << 10), segmentBytes.count)])
+    }
+    // snippet.show
+    let chunks = AsyncStream<Data> { continuation in
+      for segment in segments { continuation.yield(segment) }  // 4 segments of 32 KiB
+      continuation.finish()
+    }
+
+    let response = try await client.upload(
+      .stream(chunks, length: 131_072), to: "recordings/take-2.mp4", method: .put
+    ).value
+    print(response.text)  // prints "stored 131072 bytes"
+    // snippet.hide
+    #expect(output.lines == ["stored 131072 bytes"])
+    let put = try #require(server.requests.last)
+    #expect(put.header("Content-Length") == "131072" && put.body == MediaServer.take.allBytes)
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func multipart() async throws {
+    // snippet.transfers-multipart
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let recording = try server.record("take-1.mp4")
+    // snippet.show
+    var form = MultipartForm()
+    form.append("A1B2", name: "deviceID")
+    form.append(fileAt: recording, name: "recording", contentType: "video/mp4")
+
+    let response = try await client.upload(.multipart(form), to: "recordings").value
+    print(response.statusCode)  // prints "201"
+    // snippet.hide
+    #expect(output.lines == ["201"])
+    let post = try #require(server.requests.last)
+    #expect(post.header("Content-Type") == form.contentType)
+    #expect(form.contentType.hasPrefix("multipart/form-data; boundary=PromiseHTTP-"))
+    #expect(post.header("Transfer-Encoding")?.lowercased() == "chunked")
+    let text = String(decoding: post.body, as: UTF8.self)
+    #expect(text.contains("Content-Disposition: form-data; name=\"deviceID\"\r\n\r\nA1B2\r\n"))
+    #expect(
+      text.contains(
+        "Content-Disposition: form-data; name=\"recording\"; filename=\"take-1.mp4\"\r\nContent-Type: video/mp4\r\n\r\n"
+      ))
+    #expect(post.body.count > MediaServer.take.allBytes.count)
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func multipartWithLength() async throws {
+    // snippet.transfers-multipart-length
+    // snippet.hide
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let recording = try server.record("take-1.mp4")
+    let recordings = server.recordings
+    var form = MultipartForm()
+    form.append("A1B2", name: "deviceID")
+    form.append(fileAt: recording, name: "recording", contentType: "video/mp4")
+    // snippet.show
+    let encoded = recordings.appendingPathComponent("form.bin")
+    try form.write(to: encoded)
+
+    let response = try await client.upload(
+      .file(encoded), to: "recordings", headers: ["Content-Type": form.contentType]
+    ).value
+    // snippet.hide
+    #expect(response.statusCode == 201)
+    let post = try #require(server.requests.last)
+    #expect(post.header("Content-Length") == String(post.body.count))
+    #expect(post.header("Content-Type") == form.contentType)
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func chunks() async throws {
+    // snippet.transfers-stream-chunks
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    // snippet.show
+    let response = try await client.stream("recordings/take-1.mp4").value
+
+    var received = 0
+    for try await chunk in response.body {
+      received += chunk.count  // chunks as they arrive; their sizes carry no meaning
+    }
+    print(received)  // prints "131072"
+    // snippet.hide
+    #expect(output.lines == ["131072"])
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func ndjson() async throws {
+    // snippet.transfers-ndjson
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    // snippet.show
+    struct IngestStatus: Decodable {
+      let bitrateKbps: Int
+      let droppedFrames: Int
+    }
+
+    let response = try await client.stream("stream/status").value
+    for try await line in response.lines {
+      let status = try JSONDecoder().decode(IngestStatus.self, from: Data(line.utf8))
+      print(status.bitrateKbps)
+    }
+    // prints "2500", "2400", then "2600"
+    // snippet.hide
+    #expect(output.lines == ["2500", "2400", "2600"])
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func serverSentEvents() async throws {
+    // snippet.transfers-sse
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    // snippet.show
+    let events = try await client.stream("stream/events", headers: ["Accept": "text/event-stream"]).value
+
+    var data: [String] = []
+    for try await line in events.lines {
+      if line.hasPrefix("data: ") {
+        data.append(String(line.dropFirst(6)))
+      } else if line.isEmpty, !data.isEmpty {  // an empty line ends an event
+        print(data.joined(separator: " "))
+        data = []
+      }
+    }
+    // prints "connecting", then "live 1280x720"
+    // snippet.hide
+    #expect(output.lines == ["connecting", "live 1280x720"])
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func stopEarly() async throws {
+    // snippet.transfers-break
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let start = ContinuousClock.now
+    // snippet.show
+    let log = try await client.stream("stream/log").value
+    for try await line in log.lines {
+      print(line)
+      if line.contains(#""frame":3"#) { break }  // cancels the request: the connection closes
+    }
+    // three lines printed, then the request is cancelled: the rest of the log is never read
+    // snippet.hide
+    #expect(output.lines == [#"{"frame":1}"#, #"{"frame":2}"#, #"{"frame":3}"#])
+    #expect(ContinuousClock.now - start < .seconds(5), "the whole log takes 10 s")
+    #expect(await eventually { server.server.openConnectionCount == 0 })
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func deadline() async throws {
+    // snippet.transfers-deadline
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    // snippet.show
+    // The server sends 8 KiB every 100 ms: 1.6 s for the whole file.
+    let download = client.download("slow/take-1.mp4", to: movie, deadline: .after(.milliseconds(300)))
+    do {
+      _ = try await download.value
+    } catch HTTPError.timedOut {
+      print("not within 300 ms")  // prints "not within 300 ms"
+    }
+    print(FileManager.default.fileExists(atPath: movie.path))  // prints "false"
+    // snippet.hide
+    #expect(output.lines == ["not within 300 ms", "false"])
+    #expect(server.files.isEmpty)
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func cancel() async throws {
+    // snippet.transfers-cancel
+    // snippet.hide
+    let server = try MediaServer.start()
+    let client = HTTPClient(baseURL: server.baseURL)
+    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    // snippet.show
+    let download = client.download("slow/take-1.mp4", to: movie)
+    download.cancel()  // rejects with CancellationError; the partial file is removed
+    // snippet.hide
+    await #expect(throws: CancellationError.self) { try await download.value }
+    #expect(await eventually { server.files.isEmpty })
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func tooLarge() async throws {
+    // snippet.transfers-too-large
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try MediaServer.start()
+    let mediaServer = server.baseURL
+    // snippet.show
+    let client = HTTPClient(baseURL: mediaServer, configuration: .init(maximumResponseSize: 64 << 10))
+    do {
+      _ = try await client.get("recordings/take-1.mp4").value
+    } catch HTTPError.tooLarge(let limit, _) {
+      print(limit)  // prints "65536": download(_:to:) or stream(_:) instead
+    }
+    // snippet.hide
+    #expect(output.lines == ["65536"])
+    await server.stop()
+    // snippet.end
+  }
+}
+
+/// The fractions a progress handler saw, in order.
+private final class LockedFractions: Sendable {
+  private let box = NSLockedBox<[Double?]>([])
+
+  func append(_ value: Double?) { box.withLock { $0.append(value) } }
+  var values: [Double?] { box.withLock { $0 } }
+}
+
+/// A value guarded by an `NSLock`.
+private final class NSLockedBox<Value>: @unchecked Sendable {
+  // Safety: `value` is only accessed while `lock` is held.
+  private let lock = NSLock()
+  private var value: Value
+
+  init(_ value: Value) { self.value = value }
+
+  func withLock<R>(_ body: (inout Value) -> R) -> R {
+    lock.lock()
+    defer { lock.unlock() }
+    return body(&value)
+  }
+}
+
+/// Polls `condition` every 10 ms for up to 5 s; `true` as soon as it holds.
+private func eventually(_ condition: @Sendable () -> Bool) async -> Bool {
+  for _ in 0..<500 {
+    if condition() { return true }
+    try? await Task.sleep(for: .milliseconds(10))
+  }
+  return condition()
+}
