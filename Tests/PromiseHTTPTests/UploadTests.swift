@@ -342,7 +342,7 @@ struct UploadTests {
       promise.cancel()
       let result = await outcome(of: promise)
       #expect(throws: CancellationError.self) { try result.result.get() }
-      #expect(result.elapsed < .seconds(5))
+      #expect(result.elapsed < .seconds(30), "the sequence never ends: only the fix ends the request")
       // The sequence was stopped, and nothing was sent.
       for await _ in stopped.stream {}
       #expect(server.requests.isEmpty)
@@ -365,7 +365,7 @@ struct UploadTests {
         return
       }
       #expect(allowed == .milliseconds(200))
-      #expect(result.elapsed < .seconds(5))
+      #expect(result.elapsed < .seconds(30), "the sequence never ends: only the fix ends the request")
       for await _ in stopped.stream {}
       #expect(server.requests.isEmpty)
     }

@@ -89,7 +89,8 @@ private final class MediaServer: Sendable {
     }
     // A line every 20 ms for 10 s: the reader stops long before the end.
     router.on("GET", "/stream/log") { _ in
-      let lines = (1...500).map { #"{"frame":\#($0)}"# + "\n" }.joined()
+      // About 60 s in all: only a cancelled request closes its connection within `eventually`.
+      let lines = (1...3000).map { #"{"frame":\#($0)}"# + "\n" }.joined()
       return .trickle(ServerResponse(body: Array(lines.utf8)), chunkSize: 12, interval: .milliseconds(20))
     }
     let recordings = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -555,7 +556,6 @@ struct TransfersExamples {
     let print = output.print
     let server = try MediaServer.start()
     let client = HTTPClient(baseURL: server.baseURL)
-    let start = ContinuousClock.now
     // snippet.show
     let log = try await client.stream("stream/log").value
     for try await line in log.lines {
@@ -565,7 +565,6 @@ struct TransfersExamples {
     // three lines printed, then the request is cancelled: the rest of the log is never read
     // snippet.hide
     #expect(output.lines == [#"{"frame":1}"#, #"{"frame":2}"#, #"{"frame":3}"#])
-    #expect(ContinuousClock.now - start < .seconds(5), "the whole log takes 10 s")
     #expect(await eventually { server.server.openConnectionCount == 0 })
     await server.stop()
     // snippet.end
