@@ -47,6 +47,7 @@ extension Plan {
     workload.baselineVariant = "curl"
     workload.bytesPerUnit = 1 << 20
     workload.memoryLimitBytes = smoke ? nil : 32 << 20
+    workload.memoryLimitedVariants = ["download-promise", "upload-promise"]
     let fixture = TransferFixture(length: Int64(workload.units) << 20)
     // Every case's value is the number of bytes it moved.
     let expected = workload.units << 20
