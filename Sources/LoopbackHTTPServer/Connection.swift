@@ -110,6 +110,44 @@ struct Connection: Sendable {
       return perform(action, request: request, closeAfter: head.closeAfter || unread)
         ?? (unread ? .close : nil)
 
+    case .throttle(let chunkSize, let pause, let slowBytes):
+      let chunk = Int64(max(1, chunkSize))
+      let slow = slowBytes ?? .max
+      var checksum = ByteChecksum()
+      var read: Int64 = 0
+      var stopped = false
+      // A small buffer, so that the client's sending waits on the pauses rather than filling it.
+      Socket.setReceiveBufferSize(fd, Int(min(chunk, 64 << 10)))
+      // Pieces no larger than a chunk: each read is followed by its pause.
+      let (count, end) = parser.consumeBody(of: head, pieceSize: Int(chunk), sendContinue: sendContinue) {
+        piece in
+        checksum.update(piece)
+        let before = min(read, slow)
+        read += Int64(piece.count)
+        // One pause for each chunk boundary this piece crossed within the slow bytes.
+        var pauses = min(read, slow) / chunk - before / chunk
+        while pauses > 0 {
+          guard state.sleep(for: pause) else {
+            stopped = true
+            return false
+          }
+          pauses -= 1
+        }
+        return true
+      }
+      let consumed = ConsumedBody(byteCount: count, checksum: checksum, isComplete: end == .complete)
+      switch end {
+      case .complete, .limitReached:
+        return answer(parser.request(head, consumedBody: consumed), closeAfter: head.closeAfter)
+      case .streamEnded, .sinkFailed:
+        // The client went away, or the server stopped during a pause.
+        state.record(parser.request(head, consumedBody: consumed))
+        state.answering()
+        return stopped ? .reset : .close
+      case .malformed(let status, let message):
+        return malformed(status: status, message: message)
+      }
+
     case .cut(let afterBytes):
       var checksum = ByteChecksum()
       let (count, end) = parser.consumeBody(of: head, limit: max(0, afterBytes), sendContinue: sendContinue) {

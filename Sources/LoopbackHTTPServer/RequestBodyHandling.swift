@@ -32,6 +32,15 @@ public enum RequestBodyHandling: Sendable {
   /// ``RecordedRequest/consumedBody`` (``ConsumedBody/isComplete`` `false`, unless the body
   /// was no longer than `afterBytes`); the handler is not called.
   case cut(afterBytes: Int64)
+  /// Reads the body as ``consume(savingTo:)`` does (nothing kept), but slowly: it pauses
+  /// `pause` after each `chunkSize` bytes of the first `slowBytes` of the body (of all of it
+  /// when `nil`), then reads the rest at full speed, and answers. The client's sending waits
+  /// meanwhile, once the sockets' buffers are full: an upload over a slow link. A pause longer
+  /// than the test stalls the upload (``LoopbackServer/stop()`` ends it); the request is then
+  /// recorded with the bytes read (``ConsumedBody/isComplete`` `false`) and not answered.
+  /// The rate is about `chunkSize` per `pause` (the server reads at most `chunkSize`, up to
+  /// 256 KiB, at a time).
+  case throttle(chunkSize: Int, pause: Duration, slowBytes: Int64? = nil)
 }
 
 /// What the server recorded of a body it consumed without keeping it (see

@@ -203,9 +203,10 @@ struct RequestParser {
   }
 
   /// Reads the body of `head` (at most `limit` bytes of it) and passes it to `sink` piece by
-  /// piece without keeping it; returns how many bytes were passed and how reading ended.
+  /// piece (each at most `pieceSize` bytes) without keeping it; returns how many bytes were
+  /// passed and how reading ended.
   mutating func consumeBody(
-    of head: Head, limit: Int64? = nil, sendContinue: () -> Bool,
+    of head: Head, limit: Int64? = nil, pieceSize: Int = 256 * 1024, sendContinue: () -> Bool,
     into sink: (UnsafeRawBufferPointer) -> Bool
   ) -> (bytes: Int64, end: ConsumeEnd) {
     if head.expectsContinue && limit != 0 {
@@ -222,7 +223,7 @@ struct RequestParser {
       return (0, .complete)
     case .length(let length):
       let wanted = min(length, limit ?? length)
-      let passed = input.stream(count: wanted, into: checkedSink)
+      let passed = input.stream(count: wanted, pieceSize: pieceSize, into: checkedSink)
       if refused { return (passed, .sinkFailed) }
       if passed < wanted { return (passed, .streamEnded) }
       return (passed, wanted < length ? .limitReached : .complete)
@@ -241,7 +242,7 @@ struct RequestParser {
         }
         if size == 0 { break }
         let wanted = min(Int64(size), (limit ?? .max) - total)
-        let passed = input.stream(count: wanted, into: checkedSink)
+        let passed = input.stream(count: wanted, pieceSize: pieceSize, into: checkedSink)
         total += passed
         if refused { return (total, .sinkFailed) }
         if passed < wanted { return (total, .streamEnded) }

@@ -67,14 +67,18 @@ struct SocketInput {
     return result
   }
 
-  /// Passes up to `count` bytes to `consume` as they arrive, keeping none; returns how many.
+  /// Passes up to `count` bytes to `consume` as they arrive, in pieces of at most `pieceSize`
+  /// bytes, keeping none; returns how many.
   ///
   /// It passes fewer only when the stream ends first or `consume` returns `false`. It never
   /// reads past those bytes, so a pipelined request stays unread.
-  mutating func stream(count: Int64, into consume: (UnsafeRawBufferPointer) -> Bool) -> Int64 {
+  mutating func stream(
+    count: Int64, pieceSize: Int = 256 * 1024, into consume: (UnsafeRawBufferPointer) -> Bool
+  ) -> Int64 {
     var passed: Int64 = 0
-    if start < buffer.count && count > 0 {
-      let take = Int(min(Int64(buffer.count - start), count))
+    let size = max(1, min(pieceSize, 256 * 1024))
+    while start < buffer.count && passed < count {
+      let take = Int(min(Int64(buffer.count - start), count - passed, Int64(size)))
       let first = start
       let accepted = buffer.withUnsafeBytes {
         consume(UnsafeRawBufferPointer(rebasing: $0[first..<(first + take)]))
@@ -85,7 +89,6 @@ struct SocketInput {
     }
     guard passed < count else { return passed }
     let fd = self.fd
-    let size = 256 * 1024
     return withUnsafeTemporaryAllocation(byteCount: size, alignment: 16) { scratch in
       while passed < count {
         let wanted = Int(min(Int64(size), count - passed))

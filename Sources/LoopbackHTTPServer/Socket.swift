@@ -92,6 +92,13 @@ enum Socket {
     setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
   }
 
+  /// Sets the socket's receive buffer to about `bytes` (the kernel doubles it), which turns
+  /// off its automatic growth: a peer's sending then waits on a slow reader sooner.
+  static func setReceiveBufferSize(_ fd: Int32, _ bytes: Int) {
+    var size = Int32(clamping: bytes)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+  }
+
   /// Sets a receive timeout, or clears it with `nil`.
   static func setReceiveTimeout(_ fd: Int32, seconds: Double?) {
     let total = seconds ?? 0

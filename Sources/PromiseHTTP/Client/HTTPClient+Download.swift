@@ -72,7 +72,7 @@ extension HTTPClient {
     let (promise, resolver) = Promise<HTTPDownload>.pending(file: file, line: line)
     let reporter = progress.map { ProgressReporter($0, defaultQueue: callbackQueue) }
     let idleTimeout = timeout
-    var operation: DownloadOperation?
+    var operation: TransferOperation<DownloadSink>?
     let response = send(
       request,
       adjusting: { settings in
@@ -89,8 +89,8 @@ extension HTTPClient {
         if settings.machine.request.value(forHTTPHeaderField: "Accept-Encoding") == nil {
           settings.machine.request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
         }
-        operation = DownloadOperation(
-          sink: sink, resolver: resolver, idleTimeout: idleTimeout, scheduler: settings.scheduler,
+        operation = TransferOperation(
+          subject: sink, resolver: resolver, idleTimeout: idleTimeout, scheduler: settings.scheduler,
           queue: settings.callbackQueue, errorURL: errorURL)
         return nil
       }, file: file, line: line)

@@ -17,13 +17,23 @@ extension HTTPClient {
   /// body again from its start. A file that cannot be read rejects the promise with
   /// `HTTPError.invalidRequest` naming it, before anything is sent.
   ///
+  /// Time: the client's `timeout` is an idle timeout for an upload, as for a download — it
+  /// fails with `HTTPError.timedOut` when no byte has been sent or received for that long (a
+  /// large body over a slow link that keeps sending is never cut by it) — while the request's
+  /// own `deadline`, if it has one, bounds the whole transfer, retries included (and, for a
+  /// stream of chunks, the writing of its temporary file). The idle time starts when the request
+  /// is sent, not while it waits for a connection slot; the wait before a retry counts as idle.
+  /// Once the whole body is sent, a server that takes longer than `timeout` to answer fails it
+  /// as well.
+  ///
   /// - Parameters:
   ///   - body: What to send.
   ///   - path: Relative to `baseURL`; see `HTTPPath` for untrusted input.
   ///   - method: `POST` by default; not `GET` or `HEAD`, which carry no body.
   ///   - query: Query items, percent-encoded.
   ///   - headers: Header fields for this request.
-  ///   - deadline: A deadline shared by a chain of requests, on top of `timeout`.
+  ///   - deadline: A bound on the whole transfer, retries included; may be shared by a chain
+  ///     of requests.
   ///   - progress: Told the bytes sent and the total expected (`nil` for a stream of unknown
   ///     length); its last update (`isFinal`) comes before the promise is fulfilled, and none
   ///     when it is rejected.
@@ -44,6 +54,9 @@ extension HTTPClient {
 
   /// Sends `body` with `request` (its method, path, headers, deadline and policies) and returns a
   /// promise of the response; see `upload(_:to:method:query:headers:deadline:progress:file:line:)`.
+  ///
+  /// The client's `timeout` is an idle timeout for an upload; `request.deadline` bounds the
+  /// whole transfer.
   ///
   /// `request.body` must be `nil`: the body is `body`.
   public func upload(
@@ -82,8 +95,8 @@ extension HTTPClient {
   /// Writes a stream of chunks to a temporary file, then uploads the file (see `UploadSpool`);
   /// the file is removed when the request settles.
   ///
-  /// The request's own `deadline` runs while the sequence is written; the client's `timeout`
-  /// counts from when the file is sent.
+  /// The request's own `deadline` runs while the sequence is written; the client's `timeout`,
+  /// an idle timeout, runs from when the file is sent.
   private func uploadStream(
     _ producer: ChunkProducer, length: Int64?, with request: HTTPRequest, url: URL?,
     reporter: ProgressReporter?, file: StaticString, line: UInt
@@ -133,7 +146,8 @@ extension HTTPClient {
     return promise
   }
 
-  /// Sends `prepared` with `request`, reporting to `reporter`.
+  /// Sends `prepared` with `request`, reporting to `reporter`, under the idle timer (the
+  /// client's `timeout`) and the request's own deadline.
   private func send(
     _ prepared: PreparedUpload, with request: HTTPRequest, reporter: ProgressReporter?, file: StaticString,
     line: UInt
@@ -141,18 +155,34 @@ extension HTTPClient {
     var request = request
     if request.headers["Content-Type"] == nil { request.headers["Content-Type"] = prepared.contentType }
     request.body = prepared.data
-    let observer = reporter.map { UploadProgressTracker($0, expected: prepared.length) }
-    var adjusted = false
-    let promise = send(
+    let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
+    let idleTimeout = timeout
+    var operation: TransferOperation<UploadMonitor>?
+    let response = send(
       request,
       adjusting: { settings in
-        adjusted = true
+        let monitor = UploadMonitor(
+          reporter: reporter, expected: prepared.length, scheduler: settings.scheduler,
+          idleTimeout: idleTimeout)
         settings.exchange.uploadBody = prepared.source
-        settings.exchange.uploadProgress = observer
+        settings.exchange.uploadObserver = monitor
+        // The client's `timeout` is the idle timeout (run by the operation); only the request's
+        // own deadline bounds the whole transfer.
+        settings.machine.timeout = .endOfTime
+        let errorURL = settings.machine.request.url.map {
+          Redaction.url($0, redacting: settings.exchange.sensitiveParameters)
+        }
+        operation = TransferOperation(
+          subject: monitor, resolver: resolver, idleTimeout: idleTimeout, scheduler: settings.scheduler,
+          queue: settings.callbackQueue, errorURL: errorURL)
         return nil
       }, file: file, line: line)
-    // Refused before it was sent (an invalid path, say): no update will come.
-    if !adjusted { reporter?.abandon() }
+    guard let operation else {
+      // Refused before it was sent (an invalid path, say): no update will come.
+      reporter?.abandon()
+      return response
+    }
+    operation.start(response)
     return promise
   }
 }

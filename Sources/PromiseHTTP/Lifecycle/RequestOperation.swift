@@ -101,7 +101,8 @@ final class RequestOperation: Sendable {
     case .adapt(let request, let attempt):
       adapt(request, attempt)
     case .exchange(let request, let id, let attempt):
-      let request = settings.exchange.bodySink?.prepare(request) ?? request
+      var request = settings.exchange.bodySink?.prepare(request) ?? request
+      if let observer = settings.exchange.uploadObserver { request = observer.prepare(request) }
       chain.observe(.willSend(request, attempt))
       let exchange = transport.start(request, settings: settings.exchange) { [self] outcome in
         switch outcome {
@@ -139,9 +140,9 @@ final class RequestOperation: Sendable {
       if finish.releaseSlot { queue.release(queueKey) }
       chain.observe(.didFinish(finish.result))
       // An upload's last progress update before its promise settles.
-      if let progress = settings.exchange.uploadProgress {
+      if let observer = settings.exchange.uploadObserver {
         let succeeded = if case .success = finish.result { true } else { false }
-        progress.requestFinished(succeeded: succeeded)
+        observer.requestFinished(succeeded: succeeded)
       }
       resolver.resolve(finish.result)
     }

@@ -25,7 +25,7 @@ import Promises
 /// cancellation, deadline) removes or keeps it. Both run under the lock that `write` takes and
 /// end the sink: a chunk that arrives afterwards (the delegate queue may still deliver one after
 /// the exchange was cancelled) is dropped and cannot recreate or grow the file.
-final class DownloadSink: ResponseBodySink {
+final class DownloadSink: ResponseBodySink, TransferSubject {
   /// Where the sink is in its life.
   enum Phase {
     /// Receiving: the temporary file is open.
@@ -287,22 +287,22 @@ final class DownloadSink: ResponseBodySink {
     reporter?.abandon()
   }
 
-  /// What the download is doing, for its idle timer.
-  enum Activity: Equatable {
-    /// Its first attempt is not sent yet (it waits for a connection slot): not idle.
-    case waiting
-    /// It last showed life (an attempt sent, a head, bytes) this long ago.
-    case idle(Duration)
-    /// It has ended.
-    case ended
-  }
-
-  /// What the download is doing at `now`, on the client's clock.
-  func activity(at now: Duration) -> Activity {
+  /// What the download is doing at `now`, on the client's clock: it shows life when an
+  /// attempt is sent, a head arrives, and bytes are written.
+  func activity(at now: Duration) -> TransferActivity {
     state.withLock { state in
       guard state.phase == .open else { return .ended }
       return state.lastActivity.map { .idle(now - $0) } ?? .waiting
     }
+  }
+
+  func abandon(cancelled: Bool) {
+    // After the request's outcome, a completed file is undone: a cancelled promise leaves no file.
+    abandon(undoingCompletion: cancelled)
+  }
+
+  func failure(for error: any Error) -> any Error {
+    fileError ?? error
   }
 
   // MARK: Parsing

@@ -365,31 +365,3 @@ final class BodyInputStream: InputStream {
     false
   }
 }
-
-// MARK: Progress
-
-/// Reports an upload's progress: the bytes the current task has sent, and the last update when
-/// the request is fulfilled.
-final class UploadProgressTracker: UploadProgressObserver {
-  private let reporter: ProgressReporter
-  private let expected: Int64?
-  private let sent = LockedBox<Int64>(0)
-
-  init(_ reporter: ProgressReporter, expected: Int64?) {
-    self.reporter = reporter
-    self.expected = expected
-  }
-
-  func sent(totalBytes: Int64) {
-    sent.withLock { $0 = totalBytes }
-    reporter.update(completed: totalBytes, expected: expected)
-  }
-
-  func requestFinished(succeeded: Bool) {
-    if succeeded {
-      reporter.finish(completed: sent.load(), expected: expected)
-    } else {
-      reporter.abandon()
-    }
-  }
-}

@@ -26,7 +26,7 @@ final class Exchange: Sendable {
   private let startTask: @Sendable (URLRequest, Exchange) -> URLSessionDataTask
   /// The body of an upload, which gives each task its copy.
   private let upload: (any UploadBodySource)?
-  private let uploadProgress: (any UploadProgressObserver)?
+  private let uploadObserver: (any UploadObserver)?
   /// The stream the current task reads its body from, if it reads one.
   private let bodyStream = LockedBox<(any UploadBodyStream)?>(nil)
 
@@ -34,7 +34,7 @@ final class Exchange: Sendable {
     task: URLSessionDataTask, request: URLRequest, requestURL: URL, maximumBodySize: Int,
     redirectPolicy: RedirectPolicy, sensitiveHeaders: HeaderNameSet, sensitiveParameters: ParameterNameSet,
     bodySink: (any ResponseBodySink)? = nil, upload: (any UploadBodySource)? = nil,
-    uploadProgress: (any UploadProgressObserver)? = nil,
+    uploadObserver: (any UploadObserver)? = nil,
     startTask: @escaping @Sendable (URLRequest, Exchange) -> URLSessionDataTask,
     completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) {
@@ -48,7 +48,7 @@ final class Exchange: Sendable {
         completion: completion))
     self.startTask = startTask
     self.upload = upload
-    self.uploadProgress = uploadProgress
+    self.uploadObserver = uploadObserver
   }
 
   /// Cancels the task; the completion is dropped and never runs.
@@ -65,7 +65,7 @@ final class Exchange: Sendable {
 
   /// The current task has sent `totalBytes` of its body.
   func sent(totalBytes: Int64) {
-    uploadProgress?.sent(totalBytes: totalBytes)
+    uploadObserver?.sent(totalBytes: totalBytes)
   }
 
   /// Returns the stream that replaces the body stream of the current task when libcurl rewinds
@@ -83,6 +83,7 @@ final class Exchange: Sendable {
   ///
   /// With a body sink, the sink decides where the body goes first (outside the lock).
   func receive(_ response: URLResponse) -> URLSession.ResponseDisposition {
+    uploadObserver?.received()
     var (disposition, action) = machine.withLock { $0.receive(response) }
     if case .ask(let sink, let head) = action {
       let decision = sink.begin(head)
@@ -96,6 +97,7 @@ final class Exchange: Sendable {
   ///
   /// A consumed body goes to the sink, outside the lock (the delegate queue keeps the order).
   func append(_ data: Data) {
+    uploadObserver?.received()
     run { $0.append(data) }
   }
 

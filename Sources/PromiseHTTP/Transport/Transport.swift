@@ -17,8 +17,9 @@ struct ExchangeSettings: Sendable {
   var bodySink: (any ResponseBodySink)? = nil
   /// The body of an upload, made afresh for each task; `nil` sends the request's own `httpBody`.
   var uploadBody: (any UploadBodySource)? = nil
-  /// Told the bytes each task of an upload has sent, and how the request ended.
-  var uploadProgress: (any UploadProgressObserver)? = nil
+  /// Told of each attempt of an upload, the bytes each task has sent, the bytes that arrive,
+  /// and how the request ended.
+  var uploadObserver: (any UploadObserver)? = nil
 }
 
 /// What one task sends as its body, when it is not the request's `httpBody`.
@@ -55,10 +56,15 @@ protocol UploadBodyStream: AnyObject, Sendable {
   var failure: HTTPError? { get }
 }
 
-/// Follows the bytes an upload has sent.
-protocol UploadProgressObserver: AnyObject, Sendable {
+/// Follows an upload: its attempts, the bytes it has sent and received (for its progress and
+/// its idle timer), and how it ended.
+protocol UploadObserver: AnyObject, Sendable {
+  /// Returns the request of an attempt about to be sent, adapted (its transport timeout).
+  func prepare(_ request: URLRequest) -> URLRequest
   /// The current task has sent `totalBytes` of its body (counted from 0 by each task).
   func sent(totalBytes: Int64)
+  /// A response head or body bytes arrived for the current task.
+  func received()
   /// The request ended: fulfilled (`succeeded`), or rejected or cancelled.
   func requestFinished(succeeded: Bool)
 }
@@ -103,7 +109,7 @@ final class Transport: Sendable {
       task: task, request: request, requestURL: request.url!, maximumBodySize: settings.maximumBodySize,
       redirectPolicy: settings.redirectPolicy, sensitiveHeaders: settings.sensitiveHeaders,
       sensitiveParameters: settings.sensitiveParameters, bodySink: settings.bodySink,
-      upload: settings.uploadBody, uploadProgress: settings.uploadProgress,
+      upload: settings.uploadBody, uploadObserver: settings.uploadObserver,
       startTask: { [self] hop, exchange in
         let (task, stream) = makeTask(hop, body: settings.uploadBody)
         exchange.attach(stream)
