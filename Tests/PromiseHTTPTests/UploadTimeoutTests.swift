@@ -61,13 +61,13 @@ struct UploadTimeoutTests {
   }
 
   @Test func aSlowUploadThatKeepsSendingOutlivesTheClientTimeout() async throws {
-    // The first 768 KiB at 32 KiB every 50 ms (1.2 s, three times the timeout, never idle for
-    // long), the rest at full speed.
+    // The first 1 MiB at 32 KiB every 50 ms (1.6 s, longer than the timeout, never idle for
+    // long), the rest at full speed. The timeout leaves room for a loaded machine.
     let upload = try await Self.upload(
-      reading: .throttle(chunkSize: 32 << 10, pause: .milliseconds(50), slowBytes: 768 << 10),
-      timeout: .milliseconds(400))
+      reading: .throttle(chunkSize: 32 << 10, pause: .milliseconds(50), slowBytes: 1 << 20),
+      timeout: .seconds(1))
     #expect(try upload.result.get().statusCode == 200)
-    #expect(upload.elapsed > .milliseconds(1000), "\(upload.elapsed)")
+    #expect(upload.elapsed > .milliseconds(1500), "\(upload.elapsed)")
     let consumed = try #require(upload.consumed)
     #expect(consumed.byteCount == Int64(Self.content.count))
     #expect(consumed.isComplete)
@@ -92,10 +92,10 @@ struct UploadTimeoutTests {
   @Test func aDeadlineMidUploadFailsWhileBytesStillFlow() async throws {
     // 32 KiB every 50 ms: the whole body would take about 10 s, never idle for long.
     let upload = try await Self.upload(
-      reading: .throttle(chunkSize: 32 << 10, pause: .milliseconds(50)), timeout: .milliseconds(400),
-      deadline: .milliseconds(900))
-    #expect(try #require(Self.allowance(upload.result)) == .milliseconds(900))
-    #expect(upload.elapsed >= .milliseconds(900), "\(upload.elapsed)")
+      reading: .throttle(chunkSize: 32 << 10, pause: .milliseconds(50)), timeout: .seconds(1),
+      deadline: .milliseconds(1500))
+    #expect(try #require(Self.allowance(upload.result)) == .milliseconds(1500))
+    #expect(upload.elapsed >= .milliseconds(1500), "\(upload.elapsed)")
     #expect(upload.elapsed < .seconds(3), "\(upload.elapsed)")
     #expect(upload.updates.last?.isFinal != true)
   }
