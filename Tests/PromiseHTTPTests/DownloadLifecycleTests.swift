@@ -175,21 +175,22 @@ struct DownloadLifecycleTests {
     let queue = DispatchQueue(label: "DownloadLifecycleTests.drip")
     try await withDownloadDirectory { directory in
       try await withServer({ router in
-        // 1.6 s in all, a chunk every 50 ms: twice the timeout, never idle for long.
+        // 4.8 s in all, a chunk every 100 ms: more than twice the timeout, never idle for more
+        // than a twentieth of it (a loaded machine delays chunks by far less).
         router.on("GET", "/file") { _ in
           .trickle(
-            ServerResponse(body: Self.content), chunkSize: Self.content.count / 32,
-            interval: .milliseconds(50))
+            ServerResponse(body: Self.content), chunkSize: Self.content.count / 48,
+            interval: .milliseconds(100))
         }
         router.on("GET", "/json") { _ in
-          .trickle(.json(largeJSON(bytes: 32 * 100)), chunkSize: 100, interval: .milliseconds(50))
+          .trickle(.json(largeJSON(bytes: 48 * 100)), chunkSize: 100, interval: .milliseconds(100))
         }
       }) { server in
-        let client = client(server, queue: queue, timeout: .milliseconds(800))
+        let client = client(server, queue: queue, timeout: .seconds(2))
         let start = ContinuousClock.now
         let (result, elapsed) = await outcome(of: client.download("file", to: directory.file()), since: start)
         _ = try result.get()
-        #expect(elapsed > .milliseconds(800))
+        #expect(elapsed > .seconds(2))
         #expect(directory.fingerprint() == Fingerprint(Self.content))
         // The same drip in memory is bounded by `timeout` as a whole, as before.
         let (inMemory, _) = await outcome(of: client.get("json"))
@@ -232,17 +233,17 @@ struct DownloadLifecycleTests {
       try await withServer({ router in
         router.on("GET", "/drip") { _ in
           .trickle(
-            ServerResponse(body: Self.content), chunkSize: Self.content.count / 40,
-            interval: .milliseconds(50))
+            ServerResponse(body: Self.content), chunkSize: Self.content.count / 48,
+            interval: .milliseconds(100))
         }
         router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
       }) { server in
         let client = HTTPClient(
           baseURL: server.baseURL,
           configuration: .init(
-            callbackQueue: queue, retryPolicy: .none, timeout: .milliseconds(800),
-            maximumConcurrentRequestsPerHost: 1, maximumQueueWait: .seconds(30)))
-        // The drip holds the only slot for about 2 s, more than twice the timeout; the second
+            callbackQueue: queue, retryPolicy: .none, timeout: .seconds(2),
+            maximumConcurrentRequestsPerHost: 1, maximumQueueWait: .seconds(60)))
+        // The drip holds the only slot for about 4.8 s, more than twice the timeout; the second
         // download waits that long for it, unsent, and is not idle meanwhile.
         let drip = client.download("drip", to: directory.file("drip.bin"))
         let download = client.download("file", to: directory.file())

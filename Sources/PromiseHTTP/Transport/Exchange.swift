@@ -141,14 +141,6 @@ final class Exchange: Sendable {
     run { $0.complete(error: error, taskResponse: taskResponse) }
   }
 
-  /// Runs `work`, which waits for FoundationNetworking's own thread (cancelling, making or
-  /// resuming a task does), on another queue: FoundationNetworking's thread may itself be
-  /// waiting for room on the delegate queue (`DelegateOperationQueue`), and the delegate queue
-  /// must never wait for it.
-  private static func offDelegateQueue(_ work: @escaping @Sendable () -> Void) {
-    DispatchQueue.global().async(execute: work)
-  }
-
   /// Applies `event` to the machine under the lock, then runs the action it returns.
   private func run(_ event: (inout Machine) -> Machine.Action) {
     let action = machine.withLock { event(&$0) }
@@ -162,17 +154,15 @@ final class Exchange: Sendable {
     case .finish(let finish):
       if let task = finish.cancelling {
         bodyStream.load()?.abort()
-        Self.offDelegateQueue { task.cancel() }
+        task.cancel()
       }
       finish.completion(finish.result)
     case .cancel(let task):
       bodyStream.load()?.abort()
-      Self.offDelegateQueue { task.cancel() }
+      task.cancel()
     case .startHop(let hop):
-      Self.offDelegateQueue { [self] in
-        let task = startTask(hop, self)
-        run { $0.hopStarted(task) }
-      }
+      let task = startTask(hop, self)
+      run { $0.hopStarted(task) }
     case .resume(let task, let thenCancel):
       task.resume()
       if thenCancel { task.cancel() }

@@ -81,13 +81,17 @@ final class Transport: Sendable {
 
   init(configuration: URLSessionConfiguration, callbackQueue: DispatchQueue) {
     let delegate = SessionDelegate()
-    // The delegate's events run on a serial operation queue of their own that holds
-    // FoundationNetworking back while 64 of them wait (`DelegateOperationQueue`): with the
-    // client's queue as the underlying queue and no limit, a 1 GiB download's backlog of body
-    // chunks reached 110-561 MiB; with the limit, 19 MiB (Benchmarks `transfer/`,
-    // Docs/Performance.md "Transfers"). Completions still run on the client's queue (`start`).
-    let operations = DelegateOperationQueue(maximumPending: DelegateOperationQueue.defaultMaximumPending)
+    // The delegate's events run on a serial operation queue of their own, not on one whose
+    // `underlyingQueue` is the client's queue: FoundationNetworking queues every body chunk
+    // (16 KiB at most) as an operation without limit, and with an underlying queue a 1 GiB
+    // download's backlog reached 110-561 MiB, against 21-49 MiB on a queue of its own
+    // (Benchmarks `transfer/`, Docs/Performance.md "Transfers"). Completions still run on the
+    // client's queue (`start`). Holding FoundationNetworking back when the backlog grows is not
+    // safe: its one thread serves every session of the process (Performance.md says what an
+    // attempt did).
+    let operations = OperationQueue()
     operations.name = "PromiseHTTP.session"
+    operations.maxConcurrentOperationCount = 1
     self.callbackQueue = callbackQueue
     self.delegate = delegate
     self.session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: operations)
@@ -136,45 +140,6 @@ final class Transport: Sendable {
       var streamed = request
       streamed.httpBodyStream = stream.makeInputStream()
       return (session.dataTask(with: streamed), stream)
-    }
-  }
-}
-
-/// The operation queue of a session's delegate, which holds FoundationNetworking back while too
-/// many of its events wait: the backpressure a download needs.
-///
-/// FoundationNetworking hands every body chunk (16 KiB at most) to the delegate queue with
-/// `addOperation` from its own thread, the one that runs libcurl, and never waits: when the
-/// delegate is slower than the network (a disk write per chunk), the chunks pile up in memory
-/// without limit (hundreds of MiB for a 1 GiB download over loopback). Here `addOperation`
-/// waits while `maximumPending` events are queued, so libcurl stops reading the socket and TCP
-/// slows the server. The wait is bounded (`maximumWait`): a delegate event that itself waits for
-/// FoundationNetworking's thread (cancelling or resuming a task does) would otherwise deadlock;
-/// past the bound the event is queued anyway.
-final class DelegateOperationQueue: OperationQueue, @unchecked Sendable {
-  // Safety of `@unchecked Sendable`: OperationQueue is thread-safe (its subclass is not declared
-  // `Sendable` by swift-corelibs-foundation); the only stored property added is a
-  // `DispatchSemaphore`, itself thread-safe.
-
-  /// 64 events: 1 MiB of body chunks.
-  static let defaultMaximumPending = 64
-  /// The longest `addOperation` waits for room: 50 ms.
-  static let maximumWait: DispatchTimeInterval = .milliseconds(50)
-
-  private let room: DispatchSemaphore
-
-  init(maximumPending: Int) {
-    self.room = DispatchSemaphore(value: maximumPending)
-    super.init()
-    maxConcurrentOperationCount = 1
-  }
-
-  override func addOperation(_ block: @escaping @Sendable () -> Void) {
-    let admitted = room.wait(timeout: .now() + Self.maximumWait) == .success
-    let room = self.room
-    super.addOperation {
-      block()
-      if admitted { room.signal() }
     }
   }
 }
