@@ -61,13 +61,15 @@ struct UploadTimeoutTests {
   }
 
   @Test func aSlowUploadThatKeepsSendingOutlivesTheClientTimeout() async throws {
-    // The first 1 MiB at 32 KiB every 50 ms (1.6 s, longer than the timeout, never idle for
-    // long), the rest at full speed. The timeout leaves room for a loaded machine.
+    // The first 4 MiB at 32 KiB every 25 ms (3.2 s, longer than the timeout), the rest at full
+    // speed. The client's progress still has gaps: its socket's send buffer (up to 4 MiB on
+    // loopback) wakes the writer only when a third of it is free, about 1 s at this rate; the
+    // 3 s timeout leaves room for that on a loaded machine (1 s failed there).
     let upload = try await Self.upload(
-      reading: .throttle(chunkSize: 32 << 10, pause: .milliseconds(50), slowBytes: 1 << 20),
-      timeout: .seconds(1))
+      reading: .throttle(chunkSize: 32 << 10, pause: .milliseconds(25), slowBytes: 4 << 20),
+      timeout: .seconds(3))
     #expect(try upload.result.get().statusCode == 200)
-    #expect(upload.elapsed > .milliseconds(1500), "\(upload.elapsed)")
+    #expect(upload.elapsed > .seconds(3), "\(upload.elapsed)")
     let consumed = try #require(upload.consumed)
     #expect(consumed.byteCount == Int64(Self.content.count))
     #expect(consumed.isComplete)
