@@ -645,8 +645,8 @@ private func curl(
     process.waitUntilExit()
     return (
       process.terminationStatus,
-      String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self),
-      String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+      String(decoding: readToEnd(stdout.fileHandleForReading), as: UTF8.self),
+      String(decoding: readToEnd(stderr.fileHandleForReading), as: UTF8.self)
     )
   }
   let fields = out.split(separator: "\n").last?.split(separator: " ") ?? []

@@ -112,8 +112,8 @@ struct MultipartFormTests {
     process.standardOutput = output
     process.standardError = errors
     try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    let failure = errors.fileHandleForReading.readDataToEndOfFile()
+    let data = readToEnd(output.fileHandleForReading)
+    let failure = readToEnd(errors.fileHandleForReading)
     process.waitUntilExit()
     guard process.terminationStatus == 0 else {
       Issue.record("python3 could not parse the form:\n\(String(decoding: failure, as: UTF8.self))")

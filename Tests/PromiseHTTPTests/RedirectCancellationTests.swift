@@ -91,7 +91,7 @@ struct RedirectCancellationTests {
       let data = LockedData()
       let done = DispatchSemaphore(value: 0)
       reader.async {
-        data.set(pipe.fileHandleForReading.readDataToEndOfFile())
+        data.set(readToEnd(pipe.fileHandleForReading))
         done.signal()
       }
       let seconds = Double(limit.components.seconds)

@@ -46,7 +46,7 @@ private func run(_ executable: String, _ arguments: [String], timeout: Duration 
     throw TLSFixtureError(description: "\(executable) \(arguments) did not finish within \(timeout)")
   }
   guard process.terminationStatus == 0 else {
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    let text = String(decoding: readToEnd(output.fileHandleForReading), as: UTF8.self)
     throw TLSFixtureError(description: "\(executable) failed (\(process.terminationStatus)): \(text)")
   }
 }
