@@ -412,7 +412,7 @@ struct LoopbackTransferServerTests {
       #expect(await server.arrived(2))
       let stopping = ContinuousClock.now
       await offThePool { server.server.stop() }
-      #expect(ContinuousClock.now - stopping < .seconds(3), "the 300 s pause was cut short")
+      #expect(ContinuousClock.now - stopping < .seconds(60), "the 300 s pause was cut short")
       let result = try await stuck
       #expect(result.exitCode != 0)
       #expect(result.downloaded == 0)
