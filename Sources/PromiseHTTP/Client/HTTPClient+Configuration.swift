@@ -6,6 +6,23 @@ import Promises
 #endif
 
 extension HTTPClient {
+  /// How a client's downloads reach the server: `Configuration.downloadTransport`.
+  public enum DownloadTransport: Sendable, Hashable {
+    /// A download over plain HTTP is read from a TCP connection of its own, on a thread of its
+    /// own, straight into its file: the body is read only as fast as it is written, so memory
+    /// stays flat, and nothing is queued per piece. Every other download — HTTPS, through a
+    /// proxy (the session's, or the `http_proxy`/`all_proxy` environment), with credentials in
+    /// the URL, or on a session with protocol classes of your own — goes through `URLSession`.
+    ///
+    /// The socket transport sends the session's `httpAdditionalHeaders` and uses its cookie
+    /// storage, as the session would. It does not decode a `Content-Encoding` (downloads ask
+    /// for `identity`: a server that encodes anyway has its bytes saved as sent, like `curl -o`)
+    /// and does not use the session's cache.
+    case automatic
+    /// Every download goes through the client's `URLSession`, like every other request.
+    case urlSession
+  }
+
   /// Everything a client is made with, as one value: build it, change what you need, pass it.
   ///
   /// Every property starts at its documented default (the `static let`s of `HTTPClient`), so
@@ -76,6 +93,12 @@ extension HTTPClient {
     /// on counts that on this scheduler. libcurl's own whole-second timeout, set just beyond
     /// the client's deadline as a backstop, is always real time.
     public var scheduler: any PromiseScheduler
+    /// How `HTTPClient.download(_:to:options:progress:)` reaches the server; `.automatic`.
+    ///
+    /// `.automatic` reads a plain-HTTP download from a socket of its own, which keeps up with
+    /// `curl` and holds memory flat, and leaves everything else to `URLSession` (see
+    /// `HTTPClient.DownloadTransport`). `.urlSession` sends every download through the session.
+    public var downloadTransport: DownloadTransport = .automatic
 
     /// `HTTPClient.defaultTimeout`, where its rationale is.
     @usableFromInline static let defaultTimeout: Duration = .seconds(30)

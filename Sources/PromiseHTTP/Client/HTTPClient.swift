@@ -174,7 +174,8 @@ public final class HTTPClient: Sendable {
     self.builder = RequestBuilder(
       baseURL: baseURL, defaultHeaders: defaultHeaders, sensitiveHeaders: sensitiveNames,
       sensitiveParameters: sensitiveParameters)
-    self.transport = Transport(configuration: session, callbackQueue: queue)
+    self.transport = Transport(
+      configuration: session, callbackQueue: queue, downloadTransport: configuration.downloadTransport)
   }
 
   /// Creates a client that uses the configuration of `session`: its cookie storage, cache,

@@ -19,11 +19,11 @@ import Promises
 final class Exchange: Sendable {
   // No action runs under the lock, but for the answer to a redirect question (see
   // `redirect(_:to:answer:)`).
-  private typealias Machine = ExchangeStateMachine<URLSessionDataTask>
+  private typealias Machine = ExchangeStateMachine<any ExchangeTask>
   private let machine: LockedBox<Machine>
   /// Makes the task of a hop the exchange follows itself, registered with the session's
   /// delegate and not resumed.
-  private let startTask: @Sendable (URLRequest, Exchange) -> URLSessionDataTask
+  private let startTask: @Sendable (URLRequest, Exchange) -> any ExchangeTask
   /// The body of an upload, which gives each task its copy.
   private let upload: (any UploadBodySource)?
   private let uploadObserver: (any UploadObserver)?
@@ -31,11 +31,11 @@ final class Exchange: Sendable {
   private let bodyStream = LockedBox<(any UploadBodyStream)?>(nil)
 
   init(
-    task: URLSessionDataTask, request: URLRequest, requestURL: URL, maximumBodySize: Int,
+    task: any ExchangeTask, request: URLRequest, requestURL: URL, maximumBodySize: Int,
     redirectPolicy: RedirectPolicy, sensitiveHeaders: HeaderNameSet, sensitiveParameters: ParameterNameSet,
     bodySink: (any ResponseBodySink)? = nil, upload: (any UploadBodySource)? = nil,
     uploadObserver: (any UploadObserver)? = nil,
-    startTask: @escaping @Sendable (URLRequest, Exchange) -> URLSessionDataTask,
+    startTask: @escaping @Sendable (URLRequest, Exchange) -> any ExchangeTask,
     completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) {
     self.machine = LockedBox(
@@ -113,10 +113,12 @@ final class Exchange: Sendable {
   /// the answer is queued ahead of any later stop; cancelled first, the machine withholds the
   /// answer, and the stop completes the task with `cancelled` as for any other cancellation.
   func redirect(
-    _ redirection: HTTPURLResponse, to proposed: URLRequest, answer: (URLRequest?) -> Void
+    _ redirection: HTTPURLResponse, to proposed: URLRequest, taskFollowsRedirects: Bool = true,
+    answer: (URLRequest?) -> Void
   ) {
     let action = machine.withLock { machine in
-      let (decision, action) = machine.redirect(redirection, to: proposed)
+      let (decision, action) = machine.redirect(
+        redirection, to: proposed, taskFollowsRedirects: taskFollowsRedirects)
       // The one exception to "actions run after unlocking": the answer only queues work on
       // FoundationNetworking's queue, and must be queued before any `cancel()` of the task.
       if case .answer(let request) = decision { answer(request) }

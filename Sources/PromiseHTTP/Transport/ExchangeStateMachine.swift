@@ -237,8 +237,11 @@ struct ExchangeStateMachine<Task> {
   ///
   /// Not following, FoundationNetworking delivers the 3xx and its body as the final response
   /// (`RedirectPolicy.doNotFollow`, or a hop the exchange follows itself).
+  ///
+  /// A task that does not follow redirects itself (`taskFollowsRedirects` false: the socket
+  /// transport's) is answered `nil` and the exchange follows the hop with a task of its own.
   mutating func redirect(
-    _ redirection: HTTPURLResponse, to proposed: URLRequest
+    _ redirection: HTTPURLResponse, to proposed: URLRequest, taskFollowsRedirects: Bool = true
   ) -> (answer: RedirectAnswer, action: Action) {
     guard !cancelling else { return (.withhold, .none) }
     guard case .receiving = state else { return (.answer(nil), .none) }
@@ -258,7 +261,9 @@ struct ExchangeStateMachine<Task> {
       let repeatsUpload =
         settings.uploads && redirection.statusCode != 303
         && request.httpMethod?.uppercased() == settings.request.httpMethod?.uppercased()
-      guard repeatsUpload || Redirects.repeatsBody(request) else { return (.answer(request), .none) }
+      guard repeatsUpload || Redirects.repeatsBody(request) || !taskFollowsRedirects else {
+        return (.answer(request), .none)
+      }
       // Not followed by FoundationNetworking, which delivers the 3xx instead; `complete` then
       // starts this hop. Its `Cookie` goes back to the client's own: the proposed one holds the
       // cookie storage's too, which the new task adds again.

@@ -20,7 +20,20 @@ struct ExchangeSettings: Sendable {
   /// Told of each attempt of an upload, the bytes each task has sent, the bytes that arrive,
   /// and how the request ended.
   var uploadObserver: (any UploadObserver)? = nil
+  /// Whether a request the socket transport can serve goes through it rather than `URLSession`
+  /// (a download's: see `SocketTask`).
+  var prefersSocketTransport = false
 }
+
+/// What an `Exchange` drives: a `URLSession` task, or a task of the socket transport.
+protocol ExchangeTask: AnyObject, Sendable {
+  /// Starts the task.
+  func resume()
+  /// Stops the task; it completes with `URLError(.cancelled)` if it has not completed.
+  func cancel()
+}
+
+extension URLSessionDataTask: ExchangeTask {}
 
 /// What one task sends as its body, when it is not the request's `httpBody`.
 enum UploadTaskBody {
@@ -78,8 +91,14 @@ final class Transport: Sendable {
   let delegate: SessionDelegate
   /// Where exchanges complete: the client's queue.
   let callbackQueue: DispatchQueue
+  /// Whether, and how, requests that prefer it go over the socket transport.
+  let socketSettings: SocketTransportSettings
 
-  init(configuration: URLSessionConfiguration, callbackQueue: DispatchQueue) {
+  init(
+    configuration: URLSessionConfiguration, callbackQueue: DispatchQueue,
+    downloadTransport: HTTPClient.DownloadTransport = .automatic
+  ) {
+    self.socketSettings = SocketTransportSettings(configuration: configuration, transport: downloadTransport)
     let delegate = SessionDelegate()
     // The delegate's events run on a serial operation queue of their own, not on one whose
     // `underlyingQueue` is the client's queue: FoundationNetworking queues every body chunk
@@ -107,7 +126,7 @@ final class Transport: Sendable {
     _ request: URLRequest, settings: ExchangeSettings,
     completion: @escaping @Sendable (Result<HTTPResponse, HTTPError>) -> Void
   ) -> Exchange {
-    let (task, stream) = makeTask(request, body: settings.uploadBody)
+    let (task, stream) = makeTask(request, settings: settings)
     // A hop the exchange follows itself holds the transport until its task completes.
     let exchange = Exchange(
       task: task, request: request, requestURL: request.url!, maximumBodySize: settings.maximumBodySize,
@@ -115,23 +134,36 @@ final class Transport: Sendable {
       sensitiveParameters: settings.sensitiveParameters, bodySink: settings.bodySink,
       upload: settings.uploadBody, uploadObserver: settings.uploadObserver,
       startTask: { [self] hop, exchange in
-        let (task, stream) = makeTask(hop, body: settings.uploadBody)
+        let (task, stream) = makeTask(hop, settings: settings)
         exchange.attach(stream)
-        delegate.add(exchange, for: task)
+        register(task, with: exchange)
         return task
       },
       completion: { [callbackQueue] result in callbackQueue.async { completion(result) } })
     exchange.attach(stream)
-    delegate.add(exchange, for: task)
+    register(task, with: exchange)
     task.resume()
     return exchange
   }
 
-  /// Makes the task of `request`, with a new copy of `body` if there is one.
+  /// Tells `task` where its events go, before it is resumed.
+  private func register(_ task: any ExchangeTask, with exchange: Exchange) {
+    if let task = task as? SocketTask {
+      task.attach(exchange)
+    } else if let task = task as? URLSessionTask {
+      delegate.add(exchange, for: task)
+    }
+  }
+
+  /// Makes the task of `request`: a socket task if the settings prefer it and it can serve the
+  /// request, else a `URLSession` task, with a new copy of the upload body if there is one.
   private func makeTask(
-    _ request: URLRequest, body: (any UploadBodySource)?
-  ) -> (URLSessionDataTask, (any UploadBodyStream)?) {
-    switch body?.makeTaskBody() {
+    _ request: URLRequest, settings: ExchangeSettings
+  ) -> (any ExchangeTask, (any UploadBodyStream)?) {
+    if settings.prefersSocketTransport, settings.uploadBody == nil, socketSettings.serves(request) {
+      return (SocketTask(request, settings: socketSettings), nil)
+    }
+    switch settings.uploadBody?.makeTaskBody() {
     case nil:
       return (session.dataTask(with: request), nil)
     case .file(let url):

@@ -1,0 +1,221 @@
+import Foundation
+
+/// The head of an HTTP/1.x response as read from a socket: status line and header fields.
+///
+/// Parsed by `parse(_:)` from the bytes before the blank line; a head this module cannot read
+/// is a `URLError(.cannotParseResponse)`, as FoundationNetworking reports it.
+struct HTTP1ResponseHead: Equatable, Sendable {
+  /// The largest head read: a longer one is refused (libcurl's limit is 100 KiB).
+  static let maximumSize = 64 * 1024
+
+  /// The version of the status line, `HTTP/1.1` say.
+  var version: String
+  var statusCode: Int
+  /// The header fields in the order they arrived, names as sent.
+  var fields: [(name: String, value: String)]
+
+  static func == (lhs: Self, rhs: Self) -> Bool {
+    lhs.version == rhs.version && lhs.statusCode == rhs.statusCode
+      && lhs.fields.map(\.name) == rhs.fields.map(\.name)
+      && lhs.fields.map(\.value) == rhs.fields.map(\.value)
+  }
+
+  /// Returns the values of the fields named `name` (case-insensitively), in order.
+  func values(of name: String) -> [String] {
+    fields.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
+  }
+
+  /// The header fields as `HTTPURLResponse` takes them: fields of one name joined by `, `.
+  var headerFields: [String: String] {
+    var joined: [String: String] = [:]
+    var names: [String: String] = [:]
+    for (name, value) in fields {
+      let key = name.lowercased()
+      if let existing = names[key] {
+        joined[existing] = joined[existing]! + ", " + value
+      } else {
+        names[key] = name
+        joined[name] = value
+      }
+    }
+    return joined
+  }
+
+  /// Returns the offset just past the blank line that ends a head in `bytes`, or `nil` if it
+  /// has not all arrived. A bare LF ends a line too (RFC 9112 §2.2 lets a recipient accept it).
+  static func end(in bytes: UnsafeRawBufferPointer) -> Int? {
+    var index = 0
+    while index < bytes.count {
+      if bytes[index] == 0x0A {
+        // "\n\n" or "\n\r\n".
+        if index + 1 < bytes.count, bytes[index + 1] == 0x0A { return index + 2 }
+        if index + 2 < bytes.count, bytes[index + 1] == 0x0D, bytes[index + 2] == 0x0A { return index + 3 }
+      }
+      index += 1
+    }
+    return nil
+  }
+
+  /// Parses the head in `bytes` (the blank line included or not).
+  static func parse(_ bytes: UnsafeRawBufferPointer) throws(URLError) -> HTTP1ResponseHead {
+    // A byte that is not UTF-8 (obsolete ISO-8859-1 text) reads as U+FFFD rather than failing.
+    // Split on the bytes: as a `String`, "\r\n" is one character, not a "\r" and a "\n".
+    var lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false).map { line in
+      String(decoding: line.last == 0x0D ? line.dropLast() : line, as: UTF8.self)[...]
+    }
+    while lines.last?.isEmpty == true { lines.removeLast() }
+    guard let statusLine = lines.first else { throw URLError(.cannotParseResponse) }
+    // "HTTP/1.1 200 OK": the reason phrase may be empty or absent.
+    let parts = statusLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+    guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].count == 3,
+      let code = Int(parts[1]), (100...999).contains(code)
+    else { throw URLError(.cannotParseResponse) }
+    var fields: [(name: String, value: String)] = []
+    for line in lines.dropFirst() {
+      if line.first == " " || line.first == "\t" {
+        // An obsolete line folding: part of the previous field's value.
+        guard !fields.isEmpty else { throw URLError(.cannotParseResponse) }
+        fields[fields.count - 1].value += " " + line.trimmingCharacters(in: .whitespaces)
+        continue
+      }
+      guard let colon = line.firstIndex(of: ":") else { throw URLError(.cannotParseResponse) }
+      let name = line[..<colon]
+      guard !name.isEmpty, !name.contains(where: { $0 == " " || $0 == "\t" }) else {
+        throw URLError(.cannotParseResponse)
+      }
+      let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+      fields.append((String(name), value))
+    }
+    return HTTP1ResponseHead(version: String(parts[0]), statusCode: code, fields: fields)
+  }
+}
+
+/// How the body of a response is delimited on the wire (RFC 9112 §6.3).
+enum HTTP1BodyFraming: Equatable, Sendable {
+  /// No body: a response to `HEAD`, a 1xx, 204 or 304.
+  case none
+  /// Exactly this many bytes.
+  case length(Int64)
+  /// Chunked transfer coding.
+  case chunked
+  /// Everything until the server closes the connection.
+  case untilClose
+
+  /// The framing of the body of `head`, a response to `method`; a `Transfer-Encoding` other
+  /// than chunked, or conflicting lengths, are `URLError(.cannotParseResponse)`.
+  init(head: HTTP1ResponseHead, method: String) throws(URLError) {
+    if method.uppercased() == "HEAD" || (100..<200).contains(head.statusCode) || head.statusCode == 204
+      || head.statusCode == 304
+    {
+      self = .none
+      return
+    }
+    let codings = head.values(of: "Transfer-Encoding").flatMap { $0.split(separator: ",") }
+      .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+    if !codings.isEmpty {
+      // Only "chunked" is read; a transfer coding such as gzip would need decoding.
+      guard codings == ["chunked"] else { throw URLError(.cannotDecodeRawData) }
+      self = .chunked
+      return
+    }
+    let lengths = Set(
+      head.values(of: "Content-Length").flatMap { $0.split(separator: ",") }
+        .map { $0.trimmingCharacters(in: .whitespaces) })
+    guard let length = lengths.first else {
+      self = .untilClose
+      return
+    }
+    guard lengths.count == 1, !length.isEmpty, length.allSatisfy(\.isASCII), length.allSatisfy(\.isNumber),
+      let count = Int64(length)
+    else { throw URLError(.cannotParseResponse) }
+    self = .length(count)
+  }
+}
+
+/// Decodes a body sent with chunked transfer coding, as its bytes arrive in pieces of any size.
+struct HTTP1ChunkedDecoder: Sendable {
+  private enum State: Sendable {
+    /// Reading a chunk-size line (with extensions, which are ignored).
+    case size
+    /// Passing on this many more bytes of a chunk's data.
+    case data(Int64)
+    /// Reading the line break after a chunk's data.
+    case dataEnd
+    /// Reading trailer fields, which are ignored, up to the blank line.
+    case trailer
+    case done
+  }
+
+  /// The longest control line (chunk size with extensions, or trailer field) accepted.
+  static let maximumLineLength = 16 * 1024
+
+  private var state = State.size
+  private var line: [UInt8] = []
+
+  /// Whether the last chunk and the trailer section have been read.
+  var isDone: Bool {
+    if case .done = state { true } else { false }
+  }
+
+  /// Decodes `bytes`, passing each run of body data to `emit`; returns how many bytes were
+  /// consumed (fewer than given only once the body has ended).
+  ///
+  /// - Throws: `URLError(.cannotParseResponse)` for a malformed chunk size or line break.
+  mutating func decode(
+    _ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void
+  ) throws(URLError) -> Int {
+    var index = 0
+    while index < bytes.count {
+      switch state {
+      case .done:
+        return index
+      case .data(let remaining):
+        let count = Int(min(remaining, Int64(bytes.count - index)))
+        emit(UnsafeRawBufferPointer(rebasing: bytes[index..<index + count]))
+        index += count
+        state = remaining == Int64(count) ? .dataEnd : .data(remaining - Int64(count))
+      case .size, .dataEnd, .trailer:
+        let byte = bytes[index]
+        index += 1
+        guard byte == 0x0A else {
+          guard line.count < Self.maximumLineLength else { throw Self.malformed }
+          line.append(byte)
+          continue
+        }
+        if line.last == 0x0D { line.removeLast() }
+        defer { line.removeAll(keepingCapacity: true) }
+        try endLine()
+      }
+    }
+    return index
+  }
+
+  /// A control line ended (in `line`, without its line break).
+  private mutating func endLine() throws(URLError) {
+    switch state {
+    case .size:
+      // "1a2b;name=value": the size is hexadecimal, extensions are ignored.
+      let digits = line.prefix {
+        $0 != UInt8(ascii: ";") && $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t")
+      }
+      guard !digits.isEmpty, digits.count <= 15,
+        let size = Int64(String(decoding: digits, as: UTF8.self), radix: 16)
+      else { throw Self.malformed }
+      state = size == 0 ? .trailer : .data(size)
+    case .dataEnd:
+      guard line.isEmpty else { throw Self.malformed }
+      state = .size
+    case .trailer:
+      if line.isEmpty { state = .done }
+    case .data, .done:
+      break
+    }
+  }
+
+  /// The error of a malformed body, in libcurl's words.
+  static var malformed: URLError {
+    URLError(
+      .cannotParseResponse,
+      userInfo: [NSLocalizedDescriptionKey: "Illegal or missing hexadecimal sequence in chunked-encoding"])
+  }
+}

@@ -1,0 +1,396 @@
+import Foundation
+import Promises
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// What the socket transport needs of a client's session configuration, read once.
+struct SocketTransportSettings: Sendable {
+  /// Whether the socket transport may serve a client's downloads at all: no proxy, no
+  /// protocol class of the caller's, and not turned off.
+  var isAvailable: Bool
+  /// `URLSessionConfiguration.httpAdditionalHeaders`, sent unless the request sets the field.
+  var additionalHeaders: [(name: String, value: String)]
+  /// Where cookies come from and go to, as FoundationNetworking would use them; `nil` for none.
+  var cookieStorage: HTTPCookieStorage?
+  /// Whether responses' cookies are stored (the storage's accept policy is not `.never`).
+  var acceptsCookies: Bool
+
+  init(configuration: URLSessionConfiguration, transport: HTTPClient.DownloadTransport) {
+    additionalHeaders = (configuration.httpAdditionalHeaders ?? [:]).compactMap { name, value in
+      guard let name = name as? String else { return nil }
+      return (name, "\(value)")
+    }
+    cookieStorage = configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil
+    acceptsCookies = configuration.httpCookieAcceptPolicy != .never
+    isAvailable = transport == .automatic && Self.canServe(configuration)
+  }
+
+  /// Whether a session with `configuration` would reach a plain-HTTP server directly, without
+  /// a proxy or a protocol class the socket transport would bypass.
+  private static func canServe(_ configuration: URLSessionConfiguration) -> Bool {
+    #if canImport(Glibc)
+      if let proxies = configuration.connectionProxyDictionary, !proxies.isEmpty { return false }
+      // libcurl honours these for plain HTTP.
+      let environment = ProcessInfo.processInfo.environment
+      for name in ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+      where environment[name]?.isEmpty == false {
+        return false
+      }
+      // Foundation's own protocol classes are named with a leading underscore
+      // (`_HTTPURLProtocol`); any other was registered by the caller.
+      let classes = configuration.protocolClasses ?? []
+      return classes.allSatisfy { String(describing: $0).hasPrefix("_") }
+    #else
+      return false
+    #endif
+  }
+
+  /// Whether the socket transport serves `request`: plain HTTP to a host, with no credentials in
+  /// the URL and no body other than `httpBody`, and header fields that are safe to write as they
+  /// are. Anything else goes through `URLSession`.
+  func serves(_ request: URLRequest) -> Bool {
+    guard isAvailable, let url = request.url, url.scheme?.lowercased() == "http",
+      let host = url.host, !host.isEmpty, url.user == nil, url.password == nil,
+      request.httpBodyStream == nil
+    else { return false }
+    let method = request.httpMethod ?? "GET"
+    guard method.utf8.allSatisfy(Self.isTokenByte), method.uppercased() != "CONNECT" else { return false }
+    for (name, value) in request.allHTTPHeaderFields ?? [:] {
+      guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte),
+        !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 })
+      else { return false }
+    }
+    return true
+  }
+
+  /// Whether `byte` may appear in a method or a field name (RFC 9110 §5.6.2 `tchar`).
+  private static func isTokenByte(_ byte: UInt8) -> Bool {
+    switch byte {
+    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+      UInt8(ascii: "0")...UInt8(ascii: "9"):
+      true
+    default:
+      "!#$%&'*+-.^_`|~".utf8.contains(byte)
+    }
+  }
+}
+
+/// A task of the socket transport: one request over a TCP connection of its own, read on a
+/// thread of its own, its events fed to its `Exchange` as the session delegate feeds a data
+/// task's.
+///
+/// Why it exists: FoundationNetworking hands a body over in 16 KiB pieces, each an operation
+/// queued without limit, which holds a large download to about half of curl's throughput and
+/// lets its backlog grow by hundreds of MiB (Docs/Performance.md "Transfers"). This task reads
+/// the socket and hands each piece to the sink on the same thread: the sink's writes hold the
+/// reads back, so memory stays flat, and nothing is queued.
+///
+/// The events match a data task's: a redirect question (never answered with a request: a hop
+/// the exchange follows gets a task of its own, `followsRedirects` is false), the response head,
+/// the body, the completion with a `URLError` of the code FoundationNetworking gives the same
+/// fault. Cookies are read from and stored to the session's storage. A body sent with a
+/// `Content-Encoding` is passed on as it arrives (downloads ask for `identity`).
+final class SocketTask: ExchangeTask {
+  private enum Phase {
+    case idle
+    case running(SocketConnection?)
+    case stopped
+  }
+
+  private let request: URLRequest
+  private let settings: SocketTransportSettings
+  private let phase = LockedBox(Phase.idle)
+  private let exchange = LockedBox<Exchange?>(nil)
+  /// The size of the buffer a read fills: bigger than the socket's default receive buffer, so
+  /// that a read takes whatever has arrived.
+  static let bufferSize = 256 * 1024
+
+  init(_ request: URLRequest, settings: SocketTransportSettings) {
+    self.request = request
+    self.settings = settings
+  }
+
+  var followsRedirects: Bool { false }
+
+  /// Notes the exchange the task reports to; called before `resume()`.
+  func attach(_ exchange: Exchange) {
+    self.exchange.withLock { $0 = exchange }
+  }
+
+  func resume() {
+    let starts = phase.withLock { phase in
+      guard case .idle = phase else { return false }
+      phase = .running(nil)
+      return true
+    }
+    guard starts, let exchange = exchange.load() else { return }
+    let thread = Thread { [self] in run(exchange) }
+    thread.name = "PromiseHTTP.socket"
+    thread.start()
+  }
+
+  func cancel() {
+    let connection: SocketConnection? = phase.withLock { phase in
+      defer { phase = .stopped }
+      if case .running(let connection) = phase { return connection }
+      return nil
+    }
+    connection?.stop()
+  }
+
+  // MARK: The thread
+
+  private func run(_ exchange: Exchange) {
+    var response: HTTPURLResponse?
+    var failure: URLError?
+    do {
+      try transfer(exchange, response: &response)
+    } catch {
+      failure = error
+    }
+    let connection: SocketConnection? = phase.withLock { phase in
+      defer { phase = .stopped }
+      if case .running(let connection) = phase { return connection }
+      failure = URLError(.cancelled)
+      return nil
+    }
+    connection?.close()
+    self.exchange.withLock { $0 = nil }
+    exchange.complete(error: failure, taskResponse: response)
+  }
+
+  private func transfer(_ exchange: Exchange, response: inout HTTPURLResponse?) throws(URLError) {
+    guard let url = request.url, let host = url.host else { throw URLError(.badURL) }
+    let port = url.port ?? 80
+    let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : 60
+    let connection = try SocketConnection.connect(host: host, port: port, idleTimeout: timeout)
+    let started = phase.withLock { phase in
+      guard case .running = phase else { return false }
+      phase = .running(connection)
+      return true
+    }
+    guard started else {
+      connection.close()
+      throw URLError(.cancelled)
+    }
+    let head = requestHead(url: url, host: host, port: port)
+    try connection.send(contentsOf: head)
+    if let body = request.httpBody, !body.isEmpty { try connection.send(contentsOf: body) }
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 1)
+    defer { buffer.deallocate() }
+    var reader = Reader(connection: connection, buffer: buffer)
+    let responseHead = try reader.readHead()
+    let http = HTTPURLResponse(
+      url: url, statusCode: responseHead.statusCode, httpVersion: responseHead.version,
+      headerFields: responseHead.headerFields)!
+    storeCookies(of: responseHead, from: url)
+    let method = request.httpMethod ?? "GET"
+    let framing: HTTP1BodyFraming
+    do {
+      framing = try HTTP1BodyFraming(head: responseHead, method: method)
+    } catch {
+      response = http
+      throw error
+    }
+    if let proposed = redirection(http) {
+      var withheld = true
+      exchange.redirect(http, to: proposed, taskFollowsRedirects: false) { _ in withheld = false }
+      // Withheld: the exchange is being cancelled; its stop ends this thread.
+      if withheld { throw URLError(.cancelled) }
+    }
+    guard exchange.receive(http) == .allow else { throw URLError(.cancelled) }
+    response = http
+    try reader.readBody(framing) { bytes in exchange.append(Data(bytes)) }
+  }
+
+  /// The request line and header fields, as bytes.
+  private func requestHead(url: URL, host: String, port: Int) -> [UInt8] {
+    let method = request.httpMethod ?? "GET"
+    var target = url.path(percentEncoded: true)
+    if target.isEmpty { target = "/" }
+    if let query = url.query(percentEncoded: true) { target += "?" + query }
+    let hostField = host.contains(":") ? "[\(host)]" : host
+    var fields: [(String, String)] = [("Host", port == 80 ? hostField : "\(hostField):\(port)")]
+    var names: Set<String> = ["host"]
+    for (name, value) in request.allHTTPHeaderFields ?? [:] where !names.contains(name.lowercased()) {
+      names.insert(name.lowercased())
+      fields.append((name, value))
+    }
+    for (name, value) in settings.additionalHeaders where !names.contains(name.lowercased()) {
+      names.insert(name.lowercased())
+      fields.append((name, value))
+    }
+    if let storage = settings.cookieStorage, let cookies = storage.cookies(for: url), !cookies.isEmpty,
+      let header = HTTPCookie.requestHeaderFields(with: cookies)["Cookie"]
+    {
+      if let index = fields.firstIndex(where: { $0.0.lowercased() == "cookie" }) {
+        fields[index].1 += "; " + header
+      } else {
+        fields.append(("Cookie", header))
+      }
+    }
+    if !names.contains("accept") { fields.append(("Accept", "*/*")) }
+    if !names.contains("user-agent") { fields.append(("User-Agent", "PromiseHTTP")) }
+    let length = request.httpBody?.count ?? 0
+    if !names.contains("content-length"),
+      length > 0 || ["POST", "PUT", "PATCH"].contains(method.uppercased())
+    {
+      fields.append(("Content-Length", "\(length)"))
+    }
+    var text = "\(method) \(target) HTTP/1.1\r\n"
+    for (name, value) in fields { text += "\(name): \(value)\r\n" }
+    text += "\r\n"
+    return Array(text.utf8)
+  }
+
+  /// Stores the cookies a response sets, as FoundationNetworking would.
+  private func storeCookies(of head: HTTP1ResponseHead, from url: URL) {
+    guard let storage = settings.cookieStorage, settings.acceptsCookies else { return }
+    let cookies = head.values(of: "Set-Cookie").flatMap {
+      HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": $0], for: url)
+    }
+    if !cookies.isEmpty { storage.setCookies(cookies, for: url, mainDocumentURL: nil) }
+  }
+
+  /// The request FoundationNetworking would propose for a redirect response, or `nil` if the
+  /// response is not one it would ask about (no `Location`, or not a 301-303, 307 or 308).
+  private func redirection(_ response: HTTPURLResponse) -> URLRequest? {
+    let method = request.httpMethod ?? "GET"
+    let proposedMethod: String
+    switch response.statusCode {
+    case 301, 302: proposedMethod = method.uppercased() == "POST" ? "GET" : method
+    case 303: proposedMethod = method.uppercased() == "HEAD" ? "HEAD" : "GET"
+    case 307, 308: proposedMethod = method
+    default: return nil
+    }
+    guard let location = response.value(forHTTPHeaderField: "Location"),
+      let target = URL(string: location, relativeTo: response.url)?.absoluteURL
+    else { return nil }
+    var proposed = request
+    proposed.url = target
+    proposed.httpMethod = proposedMethod
+    return proposed
+  }
+}
+
+/// Reads a response from a connection through one buffer: the head, then the body.
+private struct Reader {
+  let connection: SocketConnection
+  let buffer: UnsafeMutableRawBufferPointer
+  /// The bytes in `buffer` read but not consumed: `start..<end`.
+  var start = 0
+  var end = 0
+
+  init(connection: SocketConnection, buffer: UnsafeMutableRawBufferPointer) {
+    self.connection = connection
+    self.buffer = buffer
+  }
+
+  /// Reads more bytes after the unconsumed ones (moved to the front first); returns how many
+  /// arrived, 0 at the end of the stream.
+  mutating func fill() throws(URLError) -> Int {
+    if start > 0 {
+      if end > start {
+        buffer.baseAddress!.copyMemory(from: buffer.baseAddress! + start, byteCount: end - start)
+      }
+      end -= start
+      start = 0
+    }
+    guard end < buffer.count else { return 0 }
+    let count = try connection.receive(into: UnsafeMutableRawBufferPointer(rebasing: buffer[end...]))
+    end += count
+    return count
+  }
+
+  var unconsumed: UnsafeRawBufferPointer {
+    UnsafeRawBufferPointer(rebasing: buffer[start..<end])
+  }
+
+  /// Reads the head of the final response, skipping interim (1xx) ones.
+  mutating func readHead() throws(URLError) -> HTTP1ResponseHead {
+    while true {
+      var scanned = 0
+      while true {
+        if let length = HTTP1ResponseHead.end(in: unconsumed) {
+          let head = try HTTP1ResponseHead.parse(UnsafeRawBufferPointer(rebasing: unconsumed[..<length]))
+          start += length
+          guard (100..<200).contains(head.statusCode) else { return head }
+          // 101 would switch protocols: nothing this transport asks for.
+          guard head.statusCode != 101 else { throw URLError(.cannotParseResponse) }
+          break
+        }
+        scanned = end - start
+        guard scanned < HTTP1ResponseHead.maximumSize else {
+          throw URLError(
+            .cannotParseResponse,
+            userInfo: [
+              NSLocalizedDescriptionKey:
+                "The response head is longer than \(HTTP1ResponseHead.maximumSize) bytes"
+            ])
+        }
+        guard try fill() > 0 else {
+          throw URLError(
+            scanned == 0 ? .networkConnectionLost : .cannotParseResponse,
+            userInfo: [
+              NSLocalizedDescriptionKey: scanned == 0
+                ? "Empty reply from server" : "The connection closed in the middle of the response head"
+            ])
+        }
+      }
+    }
+  }
+
+  /// Reads the body framed as `framing`, passing its bytes to `emit` as they arrive.
+  mutating func readBody(
+    _ framing: HTTP1BodyFraming, emit: (UnsafeRawBufferPointer) -> Void
+  ) throws(URLError) {
+    switch framing {
+    case .none:
+      return
+    case .length(var remaining):
+      while remaining > 0 {
+        if start == end {
+          start = 0
+          end = 0
+          guard try fill() > 0 else { throw Self.closedEarly(remaining: remaining) }
+        }
+        let count = Int(min(Int64(end - start), remaining))
+        emit(UnsafeRawBufferPointer(rebasing: buffer[start..<start + count]))
+        start += count
+        remaining -= Int64(count)
+      }
+    case .chunked:
+      var decoder = HTTP1ChunkedDecoder()
+      while true {
+        if start < end {
+          start += try decoder.decode(unconsumed, emit: emit)
+          if decoder.isDone { return }
+        }
+        start = 0
+        end = 0
+        guard try fill() > 0 else {
+          throw URLError(
+            .networkConnectionLost,
+            userInfo: [NSLocalizedDescriptionKey: "transfer closed with outstanding read data remaining"])
+        }
+      }
+    case .untilClose:
+      while true {
+        if start < end {
+          emit(unconsumed)
+        }
+        start = 0
+        end = 0
+        guard try fill() > 0 else { return }
+      }
+    }
+  }
+
+  private static func closedEarly(remaining: Int64) -> URLError {
+    URLError(
+      .networkConnectionLost,
+      userInfo: [NSLocalizedDescriptionKey: "transfer closed with \(remaining) bytes remaining to read"])
+  }
+}
