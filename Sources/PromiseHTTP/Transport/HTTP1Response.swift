@@ -41,8 +41,9 @@ struct HTTP1ResponseHead: Equatable, Sendable {
     return joined
   }
 
-  /// Returns the offset just past the blank line that ends a head in `bytes`, or `nil` if it
-  /// has not all arrived. A bare LF ends a line too (RFC 9112 §2.2 lets a recipient accept it).
+  /// Returns the offset just past the blank line that ends a head in `bytes`, if it has arrived.
+  ///
+  /// A bare LF ends a line too (RFC 9112 §2.2 lets a recipient accept it).
   static func end(in bytes: UnsafeRawBufferPointer) -> Int? {
     var index = 0
     while index < bytes.count {

@@ -15,8 +15,9 @@ import Promises
 /// Errors are `URLError`s with the codes FoundationNetworking gives the same faults, so the
 /// client's retry policy and error texts treat both transports alike.
 final class SocketConnection: Sendable {
-  /// The descriptor, `nil` once closed; `stopped` once `stop()` was called. Both under the
-  /// lock, so that `stop()` never shuts down a descriptor number the kernel gave to another
+  /// The descriptor (`nil` once closed) and whether `stop()` was called.
+  ///
+  /// Both under the lock, so that `stop()` never shuts down a descriptor number the kernel gave to another
   /// file after `close()`.
   private struct State {
     var descriptor: Int32?

@@ -47,9 +47,11 @@ struct SocketTransportSettings: Sendable {
     #endif
   }
 
-  /// Whether the socket transport serves `request`: plain HTTP to a host, with no credentials in
-  /// the URL and no body other than `httpBody`, and header fields that are safe to write as they
-  /// are. Anything else goes through `URLSession`.
+  /// Whether the socket transport serves `request`.
+  ///
+  /// It serves plain HTTP to a host, with no credentials in the URL, no body other than
+  /// `httpBody`, and header fields that are safe to write as they are. Anything else goes
+  /// through `URLSession`.
   func serves(_ request: URLRequest) -> Bool {
     guard isAvailable, let url = request.url, url.scheme?.lowercased() == "http",
       let host = url.host, !host.isEmpty, url.user == nil, url.password == nil,
