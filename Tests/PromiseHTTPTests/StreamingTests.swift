@@ -99,11 +99,12 @@ struct StreamingTests {
     }
   }
 
-  @Test func aGzipBodyArrivesDecompressed() async throws {
+  @Test func aGzipBodyArrivesDecompressedThroughTheSession() async throws {
     try await withServer({ router in
       router.on("GET", "/gzip") { _ in .gzipBomb(decompressedSize: 2 << 20) }
     }) { server in
-      let response = try await server.client(maximumResponseSize: 1024).stream("gzip").value
+      let client = server.client(maximumResponseSize: 1024, downloadTransport: .urlSession)
+      let response = try await client.stream("gzip").value
       #expect(response.headers["Content-Encoding"] == "gzip")
       var count = 0
       var zeros = true
@@ -116,7 +117,47 @@ struct StreamingTests {
     }
   }
 
+  @Test func overASocketNoEncodingIsAskedForAndAnEncodedBodyArrivesAsSent() async throws {
+    try await withServer({ router in
+      router.on("GET", "/gzip") { _ in .gzipBomb(decompressedSize: 2 << 20) }
+    }) { server in
+      let response = try await server.client(maximumResponseSize: 1024).stream("gzip").value
+      #expect(server.requests.last?.header("Accept-Encoding") == "identity")
+      #expect(response.headers["Content-Encoding"] == "gzip")
+      var received = Data()
+      for try await chunk in response.body { received.append(chunk) }
+      // The gzip member as the server sent it: its magic bytes, far fewer bytes than 2 MiB.
+      #expect(received.prefix(2) == Data([0x1F, 0x8B]))
+      #expect(received.count < 64 << 10)
+    }
+  }
+
   // MARK: Memory
+
+  @Test func overASocketASlowReaderHoldsTheServerBackWithNothingSpilled() async throws {
+    let body = Self.pattern(8 << 20)
+    let bufferSize = 256 << 10
+    try await withServer({ router in
+      router.on("GET", "/big") { _ in .respond(ServerResponse(body: body)) }
+    }) { server in
+      let response = try await server.client().stream(
+        HTTPRequest(path: "big"), bufferSize: bufferSize, spillLimit: 1 << 20, file: #fileID, line: #line
+      ).value
+      let stream = response.body.lifetime.stream
+      var iterator = response.body.makeAsyncIterator()
+      var received = try await iterator.next() ?? Data()
+      // The reader stops: the socket's thread fills the buffer, then waits for room.
+      #expect(await eventually { stream.writerIsWaiting })
+      let counters = stream.counters
+      #expect(counters.received < Int64(body.count))
+      #expect(counters.memory <= bufferSize)
+      while let chunk = try await iterator.next() { received.append(chunk) }
+      #expect(received == Data(body))
+      // A reader 8 MiB behind with a 1 MiB spill limit: nothing ever went to the file.
+      #expect(stream.counters.spilled == 0)
+      #expect(stream.counters.peakMemory <= bufferSize)
+    }
+  }
 
   @Test func aSlowReaderKeepsAtMostTheBufferSizeInMemoryAndGetsEveryByte() async throws {
     let body = Self.pattern(8 << 20)
@@ -124,7 +165,7 @@ struct StreamingTests {
     try await withServer({ router in
       router.on("GET", "/big") { _ in .respond(ServerResponse(body: body)) }
     }) { server in
-      let response = try await server.client().stream(
+      let response = try await server.client(downloadTransport: .urlSession).stream(
         HTTPRequest(path: "big"), bufferSize: bufferSize, spillLimit: 1 << 30, file: #fileID, line: #line
       ).value
       let stream = response.body.lifetime.stream
@@ -146,7 +187,7 @@ struct StreamingTests {
     try await withServer({ router in
       router.on("GET", "/big") { _ in .respond(ServerResponse(body: body)) }
     }) { server in
-      let response = try await server.client().stream(
+      let response = try await server.client(downloadTransport: .urlSession).stream(
         HTTPRequest(path: "big"), bufferSize: 64 << 10, spillLimit: 1 << 20, file: #fileID, line: #line
       ).value
       let stream = response.body.lifetime.stream

@@ -37,15 +37,16 @@ struct TestServer {
     sensitiveHeaders: Set<String> = HTTPClient.defaultSensitiveHeaders,
     acceptableStatusCodes: Range<Int> = 200..<300, defaultHeaders: HTTPHeaders = [:],
     authenticator: TokenAuthenticator? = nil, interceptors: [any HTTPInterceptor] = [],
-    scheduler: any PromiseScheduler = PromiseSchedulers.default
+    scheduler: any PromiseScheduler = PromiseSchedulers.default,
+    downloadTransport: HTTPClient.DownloadTransport = .automatic
   ) -> HTTPClient {
-    HTTPClient(
-      baseURL: baseURL,
-      configuration: .init(
-        defaultHeaders: defaultHeaders, retryPolicy: retryPolicy, timeout: timeout,
-        maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
-        sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
-        authenticator: authenticator, interceptors: interceptors, scheduler: scheduler))
+    var configuration = HTTPClient.Configuration(
+      defaultHeaders: defaultHeaders, retryPolicy: retryPolicy, timeout: timeout,
+      maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
+      sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
+      authenticator: authenticator, interceptors: interceptors, scheduler: scheduler)
+    configuration.downloadTransport = downloadTransport
+    return HTTPClient(baseURL: baseURL, configuration: configuration)
   }
 }
 

@@ -6,20 +6,23 @@ import Promises
 #endif
 
 extension HTTPClient {
-  /// How a client's downloads reach the server: `Configuration.downloadTransport`.
+  /// How a client's downloads and streamed responses reach the server:
+  /// `Configuration.downloadTransport`.
   public enum DownloadTransport: Sendable, Hashable {
-    /// A download over plain HTTP is read from a TCP connection of its own, on a thread of its
-    /// own, straight into its file: the body is read only as fast as it is written, so memory
-    /// stays flat, and nothing is queued per piece. Every other download — HTTPS, through a
-    /// proxy (the session's, or the `http_proxy`/`all_proxy` environment), with credentials in
-    /// the URL, or on a session with protocol classes of your own — goes through `URLSession`.
+    /// A download or a streamed response over plain HTTP is read from a TCP connection of its
+    /// own, on a thread of its own: the body is read only as fast as the file (or the stream's
+    /// reader) takes it, so memory stays flat, TCP holds the server back, and nothing is queued
+    /// per piece. Everything else — HTTPS, a proxy (the session's, or the `http_proxy` and
+    /// `all_proxy` environment variables), credentials in the URL, a session with protocol
+    /// classes of your own, and every other request — goes through `URLSession`.
     ///
     /// The socket transport sends the session's `httpAdditionalHeaders` and uses its cookie
-    /// storage, as the session would. It does not decode a `Content-Encoding` (downloads ask
-    /// for `identity`: a server that encodes anyway has its bytes saved as sent, like `curl -o`)
-    /// and does not use the session's cache.
+    /// storage, as the session would. It asks for `Accept-Encoding: identity` unless the request
+    /// names an encoding, and does not decode a `Content-Encoding` (a server that encodes anyway
+    /// has its bytes passed on as sent, like `curl -o`); it does not use the session's cache.
     case automatic
-    /// Every download goes through the client's `URLSession`, like every other request.
+    /// Every request goes through the client's `URLSession`: downloads and streamed responses
+    /// too (a streamed body the reader has not taken then waits in a temporary file).
     case urlSession
   }
 
@@ -93,11 +96,12 @@ extension HTTPClient {
     /// on counts that on this scheduler. libcurl's own whole-second timeout, set just beyond
     /// the client's deadline as a backstop, is always real time.
     public var scheduler: any PromiseScheduler
-    /// How `HTTPClient.download(_:to:options:progress:)` reaches the server; `.automatic`.
+    /// How downloads (`HTTPClient.download`) and streamed responses (`HTTPClient.stream`)
+    /// reach the server; `.automatic`.
     ///
-    /// `.automatic` reads a plain-HTTP download from a socket of its own, which keeps up with
-    /// `curl` and holds memory flat, and leaves everything else to `URLSession` (see
-    /// `HTTPClient.DownloadTransport`). `.urlSession` sends every download through the session.
+    /// `.automatic` reads them over plain HTTP from a socket of their own, at the pace of the
+    /// file or the reader, and leaves everything else to `URLSession` (see
+    /// `HTTPClient.DownloadTransport`). `.urlSession` sends them through the session.
     public var downloadTransport: DownloadTransport = .automatic
 
     /// `HTTPClient.defaultTimeout`, where its rationale is.

@@ -70,6 +70,8 @@ extension HTTPClient {
       adjusting: { settings in
         let made = ResponseStreamSink(stream: stream, head: resolver, settings: settings)
         settings.exchange.bodySink = made
+        // Over plain HTTP the body is read from a socket only as fast as the reader takes it.
+        settings.exchange.prefersSocketTransport = true
         sink.withLock { $0 = made }
         return nil
       }, file: file, line: line)

@@ -52,24 +52,28 @@ public struct HTTPStreamingResponse: Sendable, CustomStringConvertible {
 
 /// The body of an `HTTPStreamingResponse`: an asynchronous sequence of chunks of bytes.
 ///
-/// Chunks are as the session delivered them (decompressed when the server compressed them):
-/// their boundaries carry no meaning. The sequence ends after the last byte, or throws the
-/// error that ended the request (`HTTPError`), `CancellationError` after a cancellation, or
-/// an `HTTPStreamError`.
+/// Chunks are as the transport delivered them: their boundaries carry no meaning. Through
+/// `URLSession` a compressed body is decompressed; over the socket transport (plain HTTP, see
+/// `HTTPClient.DownloadTransport`) no encoding is asked for and none is decoded. The sequence
+/// ends after the last byte, or throws the error that ended the request (`HTTPError`),
+/// `CancellationError` after a cancellation, or an `HTTPStreamError`.
 ///
 /// Memory: the client keeps at most `HTTPBodyStream.defaultBufferSize` bytes in memory for a
-/// reader slower than the server. FoundationNetworking cannot pause a transfer (its
+/// reader slower than the server. Over the socket transport it then stops reading the
+/// connection, and TCP holds the server back. FoundationNetworking cannot pause a transfer (its
 /// `URLSessionTask.suspend()` closes the connection, and `resume()` sends the request again),
-/// so what arrives beyond that waits in an unlinked temporary file in `NSTemporaryDirectory()`,
-/// which the reader drains in order; past `HTTPBodyStream.defaultSpillLimit` bytes there, the
-/// stream fails with `HTTPStreamError.readerFellBehind`. The server is not slowed down.
+/// so through `URLSession` what arrives beyond that waits in an unlinked temporary file in
+/// `NSTemporaryDirectory()`, which the reader drains in order; past
+/// `HTTPBodyStream.defaultSpillLimit` bytes there, the stream fails with
+/// `HTTPStreamError.readerFellBehind`.
 public struct HTTPBodyStream: AsyncSequence, Sendable {
   /// A chunk of the body.
   public typealias Element = Data
 
   /// 1 MiB: the bytes a slow reader leaves in memory, at most.
   public static let defaultBufferSize = 1 << 20
-  /// 1 GiB: the bytes a slow reader leaves waiting on disk, at most, before the stream fails.
+  /// 1 GiB: the bytes a slow reader leaves waiting on disk, at most, before the stream fails
+  /// (through `URLSession`; the socket transport holds the server back instead).
   public static let defaultSpillLimit: Int64 = 1 << 30
 
   let lifetime: ResponseStreamLifetime

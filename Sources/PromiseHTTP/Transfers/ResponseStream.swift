@@ -19,9 +19,23 @@ final class ResponseStream: Sendable {
     var cancelRequest: (@Sendable () -> Void)?
     /// Whether the stream was cancelled before `cancelRequest` was attached.
     var cancelledEarly = false
+    /// Whether the writer waits for room (`room`), to be signalled once there is some.
+    var writerWaits = false
+
+    /// Takes the waiting writer's wake-up if the buffer has room for a chunk again, or has ended.
+    mutating func takeWriter() -> Bool {
+      guard writerWaits, buffer.end != nil || buffer.memoryBytes <= buffer.highWaterMark / 2 else {
+        return false
+      }
+      writerWaits = false
+      return true
+    }
   }
 
   private let state: LockedBox<State>
+  /// Where a writer that may wait (`append(_:waitingForRoom:)`) waits: signalled once per wait,
+  /// by the reader that made room or by the end of the stream.
+  private let room = DispatchSemaphore(value: 0)
 
   init(highWaterMark: Int, spillLimit: Int64) {
     state = LockedBox(
@@ -44,8 +58,22 @@ final class ResponseStream: Sendable {
 
   // MARK: The session's side
 
-  /// Takes bytes of the body (on the session's delegate queue).
-  func append(_ data: Data) {
+  /// Takes bytes of the body, on the session's delegate queue or the socket task's thread.
+  ///
+  /// With `waitingForRoom` (the socket transport's thread, which may block), waits first until
+  /// the bytes fit under the high-water mark in memory or the stream ends: the connection is not
+  /// read meanwhile, so TCP holds the server back and nothing goes to the spill file. The
+  /// session's delegate queue must not wait: its bytes go to the spill file instead.
+  func append(_ data: Data, waitingForRoom: Bool = false) {
+    while waitingForRoom {
+      let full = state.withLock { state -> Bool in
+        guard !state.buffer.hasRoom(for: data.count) else { return false }
+        state.writerWaits = true
+        return true
+      }
+      guard full else { break }
+      room.wait()
+    }
     let (resume, cancel) = state.withLock { state in
       var cancel: (@Sendable () -> Void)?
       if state.buffer.append(data) != nil {
@@ -62,12 +90,13 @@ final class ResponseStream: Sendable {
   /// Ends the stream once the request has ended: the reader sees `end` after the bytes it has
   /// not read yet (unless it was cancelled first).
   func finish(_ end: ResponseStreamBuffer.End) {
-    let resume = state.withLock { state in
+    let (resume, wake) = state.withLock { state in
       state.buffer.finish(end)
       state.cancelRequest = nil
-      return state.takeWaiter()
+      return (state.takeWaiter(), state.takeWriter())
     }
     resume?()
+    if wake { room.signal() }
   }
 
   // MARK: The reader's side
@@ -77,17 +106,18 @@ final class ResponseStream: Sendable {
   /// The request stops (the server sees the connection close), the bytes not read yet are
   /// dropped, and a waiting or later `next()` throws `CancellationError`.
   func cancel() {
-    let (resume, cancel) = state.withLock { state in
+    let (resume, cancel, wake) = state.withLock { state in
       let wasRunning = state.buffer.end == nil
       guard case .cancelled = state.buffer.finish(.cancelled) else {
-        return (state.takeWaiter(), (@Sendable () -> Void)?.none)
+        return (state.takeWaiter(), (@Sendable () -> Void)?.none, state.takeWriter())
       }
       if wasRunning, state.cancelRequest == nil { state.cancelledEarly = true }
       let cancel = state.cancelRequest
       state.cancelRequest = nil
-      return (state.takeWaiter(), cancel)
+      return (state.takeWaiter(), cancel, state.takeWriter())
     }
     resume?()
+    if wake { room.signal() }
     cancel?()
   }
 
@@ -105,17 +135,19 @@ final class ResponseStream: Sendable {
   /// calling task's cancellation cancels the stream), or an `HTTPStreamError`.
   func next() async throws -> Data? {
     // Fast path: bytes are buffered, or the stream has ended.
-    let ready = state.withLock { state -> ResponseStreamBuffer.Next in state.buffer.next() }
+    let (ready, wake) = state.withLock { state in (state.buffer.next(), state.takeWriter()) }
+    if wake { room.signal() }
     if let result = try Self.outcome(of: ready) { return result }
     return try await withTaskCancellationHandler {
       try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Data?, any Error>) in
-        let found = state.withLock { state -> ResponseStreamBuffer.Next? in
+        let (found, wake) = state.withLock { state -> (ResponseStreamBuffer.Next?, Bool) in
           // A copy of the iterator waiting already: the body has one reader at a time.
-          guard state.waiter == nil else { return nil }
+          guard state.waiter == nil else { return (nil, false) }
           let next = state.buffer.next()
           if case .wait = next { state.waiter = continuation }
-          return next
+          return (next, state.takeWriter())
         }
+        if wake { room.signal() }
         guard let found else { return continuation.resume(throwing: HTTPStreamError.alreadyIterated) }
         if case .wait = found { return }
         continuation.resume(with: Result { try Self.outcome(of: found) ?? nil })
@@ -144,6 +176,9 @@ final class ResponseStream: Sendable {
       ($0.buffer.memoryBytes, $0.buffer.peakMemoryBytes, $0.buffer.receivedBytes, $0.buffer.spilledBytes)
     }
   }
+
+  /// Whether the writer waits for the reader to make room, for tests.
+  var writerIsWaiting: Bool { state.withLock { $0.writerWaits } }
 }
 
 extension ResponseStream.State {

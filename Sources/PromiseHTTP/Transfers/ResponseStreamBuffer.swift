@@ -76,6 +76,12 @@ struct ResponseStreamBuffer: Sendable {
   /// Whether a reader waiting now would wait: nothing is buffered and the stream goes on.
   var isEmpty: Bool { memoryBytes == 0 && fileRead == fileWritten }
 
+  /// Whether `count` more bytes would stay in memory (or the stream has ended and takes no
+  /// more): a writer that may wait (the socket transport's) waits until they would.
+  func hasRoom(for count: Int) -> Bool {
+    end != nil || (fileRead == fileWritten && (memoryBytes == 0 || memoryBytes + count <= highWaterMark))
+  }
+
   // MARK: Events
 
   /// Keeps `data` for the reader; returns the end it caused (the spill file failed or is full).

@@ -83,7 +83,11 @@ final class ResponseStreamSink: CommittingBodySink {
   }
 
   func write(_ data: Data) -> HTTPError? {
-    stream.append(data)
+    write(data, mayWait: false)
+  }
+
+  func write(_ data: Data, mayWait: Bool) -> HTTPError? {
+    stream.append(data, waitingForRoom: mayWait)
     return nil
   }
 }

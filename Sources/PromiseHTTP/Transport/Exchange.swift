@@ -96,9 +96,17 @@ final class Exchange: Sendable {
   /// Appends body bytes (already decompressed); cancels the task once past the size limit.
   ///
   /// A consumed body goes to the sink, outside the lock (the delegate queue keeps the order).
-  func append(_ data: Data) {
+  ///
+  /// `mayWait`: the caller (the socket transport's thread) may be held by the sink until it has
+  /// room; the session's delegate queue may not.
+  func append(_ data: Data, mayWait: Bool = false) {
     uploadObserver?.received()
-    run { $0.append(data) }
+    let action = machine.withLock { $0.append(data) }
+    if case .write(let sink, let data) = action {
+      if let error = sink.write(data, mayWait: mayWait) { run { $0.sinkFailed(error) } }
+    } else {
+      perform(action)
+    }
   }
 
   /// Decides a redirect hop and gives FoundationNetworking the answer through `answer`: the

@@ -31,4 +31,13 @@ protocol ResponseBodySink: AnyObject, Sendable {
   /// Takes body bytes (decompressed) of a consumed body; returns an error to end the exchange
   /// with it (the task is cancelled).
   func write(_ data: Data) -> HTTPError?
+  /// Takes body bytes as `write(_:)` does; with `mayWait`, the caller is a thread that may be
+  /// held until the sink has room (the socket transport's), which holds the server back.
+  func write(_ data: Data, mayWait: Bool) -> HTTPError?
+}
+
+extension ResponseBodySink {
+  func write(_ data: Data, mayWait: Bool) -> HTTPError? {
+    write(data)
+  }
 }

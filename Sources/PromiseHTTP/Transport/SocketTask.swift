@@ -92,8 +92,9 @@ struct SocketTransportSettings: Sendable {
 /// The events match a data task's: a redirect question (never answered with a request: a hop
 /// the exchange follows gets a task of its own, `followsRedirects` is false), the response head,
 /// the body, the completion with a `URLError` of the code FoundationNetworking gives the same
-/// fault. Cookies are read from and stored to the session's storage. A body sent with a
-/// `Content-Encoding` is passed on as it arrives (downloads ask for `identity`).
+/// fault. Cookies are read from and stored to the session's storage. It asks for `identity`
+/// unless the request names an `Accept-Encoding`, and passes on a body sent with a
+/// `Content-Encoding` as it arrives, undecoded.
 final class SocketTask: ExchangeTask {
   private enum Phase {
     case idle
@@ -204,7 +205,7 @@ final class SocketTask: ExchangeTask {
     }
     guard exchange.receive(http) == .allow else { throw URLError(.cancelled) }
     response = http
-    try reader.readBody(framing) { bytes in exchange.append(Data(bytes)) }
+    try reader.readBody(framing) { bytes in exchange.append(Data(bytes), mayWait: true) }
   }
 
   /// The request line and header fields, as bytes.
@@ -234,6 +235,8 @@ final class SocketTask: ExchangeTask {
       }
     }
     if !names.contains("accept") { fields.append(("Accept", "*/*")) }
+    // This transport does not decode a Content-Encoding: it asks for none.
+    if !names.contains("accept-encoding") { fields.append(("Accept-Encoding", "identity")) }
     if !names.contains("user-agent") { fields.append(("User-Agent", "PromiseHTTP")) }
     let length = request.httpBody?.count ?? 0
     if !names.contains("content-length"),
