@@ -362,20 +362,3 @@ private func runCurl(_ arguments: [String]) throws -> CurlResult {
     status: process.terminationStatus, standardOutput: String(decoding: out, as: UTF8.self),
     standardError: String(decoding: err, as: UTF8.self))
 }
-
-/// Reads `handle` to its end, retrying a read a signal interrupted (EINTR):
-/// `FileHandle.readDataToEndOfFile()` reads with `try!` on Linux and stops the process there.
-private func readToEnd(_ handle: FileHandle) -> Data {
-  var data = Data()
-  var buffer = [UInt8](repeating: 0, count: 64 << 10)
-  while true {
-    let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
-    if count > 0 {
-      data.append(contentsOf: buffer[0..<count])
-    } else if count < 0 && errno == EINTR {
-      continue
-    } else {
-      return data
-    }
-  }
-}

@@ -55,17 +55,8 @@ public struct ByteChecksum: Sendable, Hashable, CustomStringConvertible {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw LoopbackServerError(operation: "open(\(path))", code: errno) }
     defer { _ = close(fd) }
-    let size = 1 << 20
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
-    defer { buffer.deallocate() }
-    while true {
-      let n = read(fd, buffer.baseAddress, size)
-      if n == 0 { return }
-      if n < 0 {
-        if errno == EINTR { continue }
-        throw LoopbackServerError(operation: "read(\(path))", code: errno)
-      }
-      update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+    if let code = readPieces(of: fd, pieceSize: 1 << 20, { update($0) }) {
+      throw LoopbackServerError(operation: "read(\(path))", code: code)
     }
   }
 

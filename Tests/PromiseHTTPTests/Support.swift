@@ -208,24 +208,3 @@ enum MemoryMeasurement {
     ProcessInfo.processInfo.environment["PROMISES_MEASURE_MEMORY"] == "1"
     && ProcessInfo.processInfo.environment["PROMISES_SANITIZER"] == nil
 }
-
-/// Reads `handle` (a pipe from a child process, say) to its end.
-///
-/// Not `FileHandle.readDataToEndOfFile()`: swift-corelibs-foundation reads there with `try!`,
-/// and a read interrupted by a signal (EINTR, as a child's exit can cause) stops the whole test
-/// process (seen in a release-mode CI run). Here an interrupted read is retried; another error
-/// ends the data.
-func readToEnd(_ handle: FileHandle) -> Data {
-  var data = Data()
-  var buffer = [UInt8](repeating: 0, count: 64 << 10)
-  while true {
-    let count = buffer.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
-    if count > 0 {
-      data.append(contentsOf: buffer[0..<count])
-    } else if count < 0 && errno == EINTR {
-      continue
-    } else {
-      return data
-    }
-  }
-}

@@ -99,11 +99,29 @@ private final class MediaServer: Sendable {
     return MediaServer(server: try LoopbackServer(router: router), recordings: recordings)
   }
 
+  /// What an example binds before its visible lines: the output its `print` writes to (which
+  /// the hidden assertions read), that `print`, a server of its own and a client for it.
+  typealias Example = (
+    output: DocOutput, print: @Sendable (Any) -> Void, server: MediaServer, client: HTTPClient
+  )
+
+  /// Starts a server for one example; the example stops it with `stop()`.
+  static func example() throws -> Example {
+    let output = DocOutput()
+    let server = try start()
+    return (output, output.print, server, HTTPClient(baseURL: server.baseURL))
+  }
+
+  /// The URL of `name` in `recordings`; nothing is written there.
+  func url(_ name: String) -> URL {
+    recordings.appendingPathComponent(name)
+  }
+
   /// Writes `take` to `name` in `recordings`, as the recorder would have, and returns its URL.
   func record(_ name: String) throws -> URL {
-    let url = recordings.appendingPathComponent(name)
-    try Data(Self.take.allBytes).write(to: url)
-    return url
+    let file = url(name)
+    try Data(Self.take.allBytes).write(to: file)
+    return file
   }
 
   /// The names of the files in `recordings`, sorted, hidden ones included.
@@ -118,13 +136,7 @@ private final class MediaServer: Sendable {
 
   /// Stops the server off Swift's cooperative pool and removes `recordings`.
   func stop() async {
-    let server = self.server
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      DispatchQueue.global().async {
-        server.stop()
-        continuation.resume()
-      }
-    }
+    await server.stopOffThePool()
     try? FileManager.default.removeItem(at: recordings)
   }
 }
@@ -134,9 +146,7 @@ struct TransfersExamples {
   @Test func download() async throws {
     // snippet.transfers-download
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
+    let (output, print, server, _) = try MediaServer.example()
     let mediaServer = server.baseURL
     let recordings = server.recordings
     // snippet.show
@@ -158,11 +168,8 @@ struct TransfersExamples {
   @Test func existingDestination() async throws {
     // snippet.transfers-exists
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
-    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    let (output, print, server, client) = try MediaServer.example()
+    let movie = server.url("take-1.mp4")
     try Data("an older take".utf8).write(to: movie)
     // snippet.show
     do {
@@ -185,11 +192,8 @@ struct TransfersExamples {
   @Test func progressOnAQueue() async throws {
     // snippet.transfers-progress
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
-    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    let (output, print, server, client) = try MediaServer.example()
+    let movie = server.url("take-1.mp4")
     let fractions = LockedFractions()
     // snippet.show
     let ui = DispatchQueue(label: "ui")
@@ -214,11 +218,8 @@ struct TransfersExamples {
   @Test func progressAsAStream() async throws {
     // snippet.transfers-progress-stream
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
-    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    let (output, print, server, client) = try MediaServer.example()
+    let movie = server.url("take-1.mp4")
     // snippet.show
     let (progress, updates) = TransferProgressHandler.makeStream()
     let download = client.download("recordings/take-1.mp4", to: movie, progress: progress)
@@ -239,11 +240,8 @@ struct TransfersExamples {
   @Test func downloadErrors() async throws {
     // snippet.transfers-errors
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
-    let movie = server.recordings.appendingPathComponent("take-9.mp4")
+    let (output, print, server, client) = try MediaServer.example()
+    let movie = server.url("take-9.mp4")
     // snippet.show
     do {
       _ = try await client.download("recordings/take-9.mp4", to: movie).value
@@ -263,11 +261,8 @@ struct TransfersExamples {
   @Test func resumeWithinRetries() async throws {
     // snippet.transfers-resume
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
-    let movie = server.recordings.appendingPathComponent("take-2.mp4")
+    let (output, print, server, client) = try MediaServer.example()
+    let movie = server.url("take-2.mp4")
     // snippet.show
     // The first attempt breaks off after 64 KiB.
     let download = try await client.download("flaky/take-2.mp4", to: movie).value
@@ -288,11 +283,9 @@ struct TransfersExamples {
   @Test func resumeLater() async throws {
     // snippet.transfers-resume-later
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
+    let (output, print, server, _) = try MediaServer.example()
     let mediaServer = server.baseURL
-    let movie = server.recordings.appendingPathComponent("take-3.mp4")
+    let movie = server.url("take-3.mp4")
     // snippet.show
     let client = HTTPClient(baseURL: mediaServer, configuration: .init(retryPolicy: .none))
     let keep = DownloadOptions(keepsPartialFileOnFailure: true)
@@ -321,22 +314,21 @@ struct TransfersExamples {
     // The partial file and its record are where the guide says they are.
     let server = try MediaServer.start()
     let client = HTTPClient(baseURL: server.baseURL, configuration: .init(retryPolicy: .none))
-    let movie = server.recordings.appendingPathComponent("take-3.mp4")
+    let movie = server.url("take-3.mp4")
     let keep = DownloadOptions(keepsPartialFileOnFailure: true)
     await #expect(throws: HTTPError.self) {
       _ = try await client.download("flaky/take-3.mp4", to: movie, options: keep).value
     }
     #expect(server.files == [".take-3.mp4.promisehttp-download", ".take-3.mp4.promisehttp-download.resume"])
-    let kept = server.recordings.appendingPathComponent(".take-3.mp4.promisehttp-download")
+    let kept = server.url(".take-3.mp4.promisehttp-download")
     #expect(FileManager.default.contents(atPath: kept.path)?.count == 64 << 10)
     await server.stop()
   }
 
   @Test func oneDownloadPerDestination() async throws {
     // A second download to a destination another one is writing is refused, as the guide says.
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
-    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    let (_, _, server, client) = try MediaServer.example()
+    let movie = server.url("take-1.mp4")
     let first = client.download("slow/take-1.mp4", to: movie)
     do {
       _ = try await client.download("recordings/take-1.mp4", to: movie).value
@@ -358,10 +350,7 @@ struct TransfersExamples {
   @Test func uploadTheRecording() async throws {
     // snippet.transfers-upload
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
+    let (output, print, server, client) = try MediaServer.example()
     let recorder = StreamRecorder()
     let recording = try server.record("take-1.mp4")
     // snippet.show
@@ -393,10 +382,7 @@ struct TransfersExamples {
   @Test func uploadChunks() async throws {
     // snippet.transfers-upload-stream
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
+    let (output, print, server, client) = try MediaServer.example()
     let segmentBytes = MediaServer.take.allBytes
     let segments = stride(from: 0, to: segmentBytes.count, by: 32 << 10).map {
       Data(segmentBytes[$0..<min($0 + (32 << 10), segmentBytes.count)])
@@ -422,10 +408,7 @@ struct TransfersExamples {
   @Test func multipart() async throws {
     // snippet.transfers-multipart
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
+    let (output, print, server, client) = try MediaServer.example()
     let recording = try server.record("take-1.mp4")
     // snippet.show
     var form = MultipartForm()
@@ -454,8 +437,7 @@ struct TransfersExamples {
   @Test func multipartWithLength() async throws {
     // snippet.transfers-multipart-length
     // snippet.hide
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
+    let (_, _, server, client) = try MediaServer.example()
     let recording = try server.record("take-1.mp4")
     let recordings = server.recordings
     var form = MultipartForm()
@@ -480,10 +462,7 @@ struct TransfersExamples {
   @Test func chunks() async throws {
     // snippet.transfers-stream-chunks
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
+    let (output, print, server, client) = try MediaServer.example()
     // snippet.show
     let response = try await client.stream("recordings/take-1.mp4").value
 
@@ -501,10 +480,7 @@ struct TransfersExamples {
   @Test func ndjson() async throws {
     // snippet.transfers-ndjson
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
+    let (output, print, server, client) = try MediaServer.example()
     // snippet.show
     struct IngestStatus: Decodable {
       let bitrateKbps: Int
@@ -526,10 +502,7 @@ struct TransfersExamples {
   @Test func serverSentEvents() async throws {
     // snippet.transfers-sse
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
+    let (output, print, server, client) = try MediaServer.example()
     // snippet.show
     let events = try await client.stream("stream/events", headers: ["Accept": "text/event-stream"]).value
 
@@ -552,10 +525,7 @@ struct TransfersExamples {
   @Test func stopEarly() async throws {
     // snippet.transfers-break
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
+    let (output, print, server, client) = try MediaServer.example()
     // snippet.show
     let log = try await client.stream("stream/log").value
     for try await line in log.lines {
@@ -573,11 +543,8 @@ struct TransfersExamples {
   @Test func deadline() async throws {
     // snippet.transfers-deadline
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
-    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    let (output, print, server, client) = try MediaServer.example()
+    let movie = server.url("take-1.mp4")
     // snippet.show
     // The server sends 8 KiB every 100 ms: 1.6 s for the whole file.
     let download = client.download("slow/take-1.mp4", to: movie, deadline: .after(.milliseconds(300)))
@@ -597,9 +564,8 @@ struct TransfersExamples {
   @Test func cancel() async throws {
     // snippet.transfers-cancel
     // snippet.hide
-    let server = try MediaServer.start()
-    let client = HTTPClient(baseURL: server.baseURL)
-    let movie = server.recordings.appendingPathComponent("take-1.mp4")
+    let (_, _, server, client) = try MediaServer.example()
+    let movie = server.url("take-1.mp4")
     // snippet.show
     let download = client.download("slow/take-1.mp4", to: movie)
     download.cancel()  // rejects with CancellationError; the partial file is removed
@@ -613,9 +579,7 @@ struct TransfersExamples {
   @Test func tooLarge() async throws {
     // snippet.transfers-too-large
     // snippet.hide
-    let output = DocOutput()
-    let print = output.print
-    let server = try MediaServer.start()
+    let (output, print, server, _) = try MediaServer.example()
     let mediaServer = server.baseURL
     // snippet.show
     let client = HTTPClient(baseURL: mediaServer, configuration: .init(maximumResponseSize: 64 << 10))

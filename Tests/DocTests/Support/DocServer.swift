@@ -67,10 +67,17 @@ final class DocServer: Sendable {
 
   /// Stops the server off Swift's cooperative pool (stopping waits for the server's threads).
   func stop() async {
-    let server = self.server
+    await server.stopOffThePool()
+  }
+}
+
+extension LoopbackServer {
+  /// Stops the server on a Dispatch thread and waits: stopping blocks until the server's threads
+  /// end, which must not hold one of the cooperative pool's few threads.
+  func stopOffThePool() async {
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
       DispatchQueue.global().async {
-        server.stop()
+        self.stop()
         continuation.resume()
       }
     }
