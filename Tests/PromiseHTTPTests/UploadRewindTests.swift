@@ -28,7 +28,8 @@ struct UploadRewindTests {
         posts.next() == 1 ? .closeImmediately : .respond(.text("\(request.consumedBody?.byteCount ?? -1)"))
       }
     }) { server in
-      let client = server.client()
+      // URLSession: the socket transport opens a connection per request and reuses none.
+      let client = server.client(downloadTransport: .urlSession)
       _ = try await client.get("warm-up").value
       let response = try await client.upload(.multipart(form), to: "forms").value
       #expect(response.statusCode == 200)

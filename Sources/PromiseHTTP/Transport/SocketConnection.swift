@@ -115,9 +115,14 @@ final class SocketConnection: Sendable {
 
   /// Sends all of `bytes`.
   ///
+  /// While the socket's send buffer is full, `flowing` is called whenever the peer has taken
+  /// some of it (the buffer's unacknowledged bytes went down): the kernel lets a writer go on
+  /// only once half of a large buffer is free, which over a slow reader can take seconds of a
+  /// transfer that never stopped. The idle timeout counts from the last such sign of life.
+  ///
   /// - Throws: `URLError` `.networkConnectionLost` when the peer has gone, `.timedOut` when it
   ///   takes nothing for `idleTimeout`, `.cancelled` once stopped.
-  func send(_ bytes: UnsafeRawBufferPointer) throws(URLError) {
+  func send(_ bytes: UnsafeRawBufferPointer, flowing: () -> Void = {}) throws(URLError) {
     var offset = 0
     while offset < bytes.count {
       let fd = try descriptor()
@@ -129,7 +134,7 @@ final class SocketConnection: Sendable {
       let code = errno
       if sent < 0, code == EINTR { continue }
       if sent < 0, code == EAGAIN || code == EWOULDBLOCK {
-        guard Self.wait(fd, for: Int16(POLLOUT), timeout: idleTimeout) else { throw try timedOut() }
+        guard Self.waitToSend(fd, timeout: idleTimeout, flowing: flowing) else { throw try timedOut() }
         continue
       }
       if isStopped { throw URLError(.cancelled) }
@@ -138,8 +143,10 @@ final class SocketConnection: Sendable {
   }
 
   /// Sends all of `bytes` (see `send(_:)` for the errors).
-  func send(contentsOf bytes: some ContiguousBytes) throws(URLError) {
-    try bytes.withUnsafeBytes { buffer in Result { () throws(URLError) in try send(buffer) } }.get()
+  func send(contentsOf bytes: some ContiguousBytes, flowing: () -> Void = {}) throws(URLError) {
+    try bytes.withUnsafeBytes { buffer in Result { () throws(URLError) in try send(buffer, flowing: flowing) }
+    }
+    .get()
   }
 
   /// Reads at most `buffer.count` bytes into `buffer`; returns 0 at the end of the stream.
@@ -197,6 +204,35 @@ final class SocketConnection: Sendable {
       userInfo: [
         NSLocalizedDescriptionKey: "Operation timed out after \(Int(idleTimeout * 1000)) milliseconds"
       ])
+  }
+
+  /// Waits until `fd` can take more bytes; returns `false` after `timeout` seconds in which the
+  /// peer took nothing. Checks the bytes not yet acknowledged (`TIOCOUTQ`) every 100 ms and calls
+  /// `flowing` when they went down.
+  private static func waitToSend(_ fd: Int32, timeout: TimeInterval, flowing: () -> Void) -> Bool {
+    let limit = UInt64(max(0, min(timeout, 1e9)) * 1e9)
+    var lastLife = DispatchTime.now().uptimeNanoseconds
+    var queued = unacknowledged(fd)
+    while true {
+      if wait(fd, for: Int16(POLLOUT), timeout: min(timeout, 0.1)) { return true }
+      let now = unacknowledged(fd)
+      if let before = queued, let now, now < before {
+        flowing()
+        lastLife = DispatchTime.now().uptimeNanoseconds
+      }
+      queued = now ?? queued
+      if DispatchTime.now().uptimeNanoseconds - lastLife >= limit { return false }
+    }
+  }
+
+  /// The bytes sent on `fd` that the peer has not acknowledged, where the system says.
+  private static func unacknowledged(_ fd: Int32) -> Int32? {
+    #if canImport(Glibc)
+      var count: Int32 = 0
+      return withUnsafeMutablePointer(to: &count) { ioctl(fd, UInt(TIOCOUTQ), $0) } == 0 ? count : nil
+    #else
+      return nil
+    #endif
   }
 
   /// Waits until `fd` is ready for `events` (or has failed, or was shut down); returns `false`

@@ -103,6 +103,8 @@ final class SocketTask: ExchangeTask {
   }
 
   private let request: URLRequest
+  /// The body the task sends, when it is not the request's `httpBody`.
+  private let body: UploadTaskBody?
   private let settings: SocketTransportSettings
   private let phase = LockedBox(Phase.idle)
   private let exchange = LockedBox<Exchange?>(nil)
@@ -110,8 +112,9 @@ final class SocketTask: ExchangeTask {
   /// that a read takes whatever has arrived.
   static let bufferSize = 256 * 1024
 
-  init(_ request: URLRequest, settings: SocketTransportSettings) {
+  init(_ request: URLRequest, body: UploadTaskBody? = nil, settings: SocketTransportSettings) {
     self.request = request
+    self.body = body
     self.settings = settings
   }
 
@@ -178,13 +181,26 @@ final class SocketTask: ExchangeTask {
       connection.close()
       throw URLError(.cancelled)
     }
-    let head = requestHead(url: url, host: host, port: port)
-    try connection.send(contentsOf: head)
-    if let body = request.httpBody, !body.isEmpty { try connection.send(contentsOf: body) }
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 1)
     defer { buffer.deallocate() }
+    let outgoing = try OutgoingBody(body, request: request)
+    let head = requestHead(url: url, host: host, port: port, body: outgoing)
+    try connection.send(contentsOf: head)
+    // A server may answer before it has read the whole body (a 413, say) and close: the answer
+    // is then what the task delivers, not the failed send.
+    var sendFailure: URLError?
+    do {
+      try outgoing.send(over: connection, buffer: buffer) { exchange.sent(totalBytes: $0) }
+    } catch  where error.code == .networkConnectionLost {
+      sendFailure = error
+    }
     var reader = Reader(connection: connection, buffer: buffer)
-    let responseHead = try reader.readHead()
+    let responseHead: HTTP1ResponseHead
+    do {
+      responseHead = try reader.readHead()
+    } catch {
+      throw sendFailure ?? error
+    }
     let http = HTTPURLResponse(
       url: url, statusCode: responseHead.statusCode, httpVersion: responseHead.version,
       headerFields: responseHead.headerFields)!
@@ -209,7 +225,7 @@ final class SocketTask: ExchangeTask {
   }
 
   /// The request line and header fields, as bytes.
-  private func requestHead(url: URL, host: String, port: Int) -> [UInt8] {
+  private func requestHead(url: URL, host: String, port: Int, body: OutgoingBody) -> [UInt8] {
     let method = request.httpMethod ?? "GET"
     var target = url.path(percentEncoded: true)
     if target.isEmpty { target = "/" }
@@ -238,11 +254,17 @@ final class SocketTask: ExchangeTask {
     // This transport does not decode a Content-Encoding: it asks for none.
     if !names.contains("accept-encoding") { fields.append(("Accept-Encoding", "identity")) }
     if !names.contains("user-agent") { fields.append(("User-Agent", "PromiseHTTP")) }
-    let length = request.httpBody?.count ?? 0
-    if !names.contains("content-length"),
-      length > 0 || ["POST", "PUT", "PATCH"].contains(method.uppercased())
-    {
-      fields.append(("Content-Length", "\(length)"))
+    switch body.framing {
+    case .length(let length):
+      if !names.contains("content-length"),
+        length > 0 || ["POST", "PUT", "PATCH"].contains(method.uppercased())
+      {
+        fields.append(("Content-Length", "\(length)"))
+      }
+    case .chunked:
+      if !names.contains("transfer-encoding") { fields.append(("Transfer-Encoding", "chunked")) }
+    case .none, .untilClose:
+      break
     }
     var text = "\(method) \(target) HTTP/1.1\r\n"
     for (name, value) in fields { text += "\(name): \(value)\r\n" }
@@ -277,6 +299,117 @@ final class SocketTask: ExchangeTask {
     proposed.url = target
     proposed.httpMethod = proposedMethod
     return proposed
+  }
+}
+
+/// The body a socket task sends, and how it is framed.
+private struct OutgoingBody {
+  private enum Source {
+    case data(Data)
+    case file(FileHandle)
+    case stream(InputStream)
+  }
+  private let source: Source
+  /// `.length` with the body's size, or `.chunked` for a stream of unknown length.
+  let framing: HTTP1BodyFraming
+
+  /// The body of `request`: `body` if given (a file, read here; a stream, sent chunked unless
+  /// the request declares its length), else the request's `httpBody`.
+  init(_ body: UploadTaskBody?, request: URLRequest) throws(URLError) {
+    switch body {
+    case nil:
+      let data = request.httpBody ?? Data()
+      source = .data(data)
+      framing = .length(Int64(data.count))
+    case .file(let url):
+      guard let handle = try? FileHandle(forReadingFrom: url), let size = try? handle.seekToEnd(),
+        (try? handle.seek(toOffset: 0)) != nil
+      else {
+        throw URLError(
+          .cannotOpenFile, userInfo: [NSLocalizedDescriptionKey: "Could not read the file to upload"])
+      }
+      source = .file(handle)
+      framing = .length(Int64(size))
+    case .stream(let stream):
+      let input = stream.makeInputStream()
+      input.open()
+      source = .stream(input)
+      let declared = request.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
+      framing = declared.map { .length($0) } ?? .chunked
+    }
+  }
+
+  /// Sends the body through `buffer`, reporting the bytes sent so far after each piece.
+  func send(
+    over connection: SocketConnection, buffer: UnsafeMutableRawBufferPointer, sent: (Int64) -> Void
+  ) throws(URLError) {
+    defer {
+      switch source {
+      case .file(let handle): try? handle.close()
+      case .stream(let input): input.close()
+      case .data: break
+      }
+    }
+    switch source {
+    case .data(let data):
+      guard !data.isEmpty else { return }
+      try connection.send(contentsOf: data) { sent(0) }
+      sent(Int64(data.count))
+    case .file(let handle):
+      guard case .length(let length) = framing else { return }
+      var total: Int64 = 0
+      while total < length {
+        let want = Int(min(Int64(buffer.count), length - total))
+        let count = read(handle.fileDescriptor, buffer.baseAddress!, want)
+        if count < 0, errno == EINTR { continue }
+        guard count > 0 else {
+          throw URLError(
+            .cannotOpenFile,
+            userInfo: [NSLocalizedDescriptionKey: "The file to upload ended early or could not be read"])
+        }
+        let before = total
+        try connection.send(UnsafeRawBufferPointer(rebasing: buffer[..<count])) { sent(before) }
+        total += Int64(count)
+        sent(total)
+      }
+    case .stream(let input):
+      try send(input, over: connection, buffer: buffer, sent: sent)
+    }
+  }
+
+  /// Sends what `input` reads, in chunks if the framing is chunked.
+  private func send(
+    _ input: InputStream, over connection: SocketConnection, buffer: UnsafeMutableRawBufferPointer,
+    sent: (Int64) -> Void
+  ) throws(URLError) {
+    let chunked = framing == .chunked
+    // Room before the data for a chunk's size line ("3fff0\r\n") and after it for "\r\n".
+    let offset = chunked ? 16 : 0
+    let room = buffer.count - offset - 2
+    let data = buffer.baseAddress!.advanced(by: offset).assumingMemoryBound(to: UInt8.self)
+    var total: Int64 = 0
+    while true {
+      let count = input.read(data, maxLength: room)
+      guard count >= 0 else {
+        throw URLError(.cannotOpenFile, userInfo: [NSLocalizedDescriptionKey: "The body stream failed"])
+      }
+      if count == 0 { break }
+      if chunked {
+        let line = Array("\(String(count, radix: 16))\r\n".utf8)
+        let start = offset - line.count
+        UnsafeMutableRawBufferPointer(rebasing: buffer[start..<offset]).copyBytes(from: line)
+        buffer[offset + count] = 0x0D
+        buffer[offset + count + 1] = 0x0A
+        try connection.send(UnsafeRawBufferPointer(rebasing: buffer[start..<offset + count + 2])) {
+          sent(total)
+        }
+      } else {
+        try connection.send(UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + count])) { sent(total) }
+      }
+      total += Int64(count)
+      sent(total)
+    }
+    if chunked { try connection.send(contentsOf: Array("0\r\n\r\n".utf8)) }
   }
 }
 

@@ -160,10 +160,12 @@ final class Transport: Sendable {
   private func makeTask(
     _ request: URLRequest, settings: ExchangeSettings
   ) -> (any ExchangeTask, (any UploadBodyStream)?) {
-    if settings.prefersSocketTransport, settings.uploadBody == nil, socketSettings.serves(request) {
-      return (SocketTask(request, settings: socketSettings), nil)
+    let body = settings.uploadBody?.makeTaskBody()
+    if settings.prefersSocketTransport, socketSettings.serves(request) {
+      let stream: (any UploadBodyStream)? = if case .stream(let stream) = body { stream } else { nil }
+      return (SocketTask(request, body: body, settings: socketSettings), stream)
     }
-    switch settings.uploadBody?.makeTaskBody() {
+    switch body {
     case nil:
       return (session.dataTask(with: request), nil)
     case .file(let url):
