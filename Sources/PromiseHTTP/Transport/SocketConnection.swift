@@ -206,8 +206,10 @@ final class SocketConnection: Sendable {
       ])
   }
 
-  /// Waits until `fd` can take more bytes; returns `false` after `timeout` seconds in which the
-  /// peer took nothing. Checks the bytes not yet acknowledged (`TIOCOUTQ`) every 100 ms and calls
+  /// Waits until `fd` can take more bytes, or returns `false` once the peer took nothing for
+  /// `timeout` seconds.
+  ///
+  /// Checks the bytes not yet acknowledged (`TIOCOUTQ`) every 100 ms and calls
   /// `flowing` when they went down.
   private static func waitToSend(_ fd: Int32, timeout: TimeInterval, flowing: () -> Void) -> Bool {
     let limit = UInt64(max(0, min(timeout, 1e9)) * 1e9)
