@@ -46,11 +46,12 @@ struct DownloadLifecycleTests {
   /// A client on `queue`, so a test can wait until every delegate callback queued so far has run.
   func client(
     _ server: TestServer, queue: DispatchQueue, timeout: Duration = .seconds(30),
-    retryPolicy: RetryPolicy = .none
+    retryPolicy: RetryPolicy = .none, transport: HTTPClient.DownloadTransport = .automatic
   ) -> HTTPClient {
-    HTTPClient(
-      baseURL: server.baseURL,
-      configuration: .init(callbackQueue: queue, retryPolicy: retryPolicy, timeout: timeout))
+    var configuration = HTTPClient.Configuration(
+      callbackQueue: queue, retryPolicy: retryPolicy, timeout: timeout)
+    configuration.downloadTransport = transport
+    return HTTPClient(baseURL: server.baseURL, configuration: configuration)
   }
 
   @Test func aFullDiskFailsWithENOSPCAndIsNotRetried() async throws {
@@ -73,12 +74,14 @@ struct DownloadLifecycleTests {
     }
   }
 
-  @Test func cancellingMidTransferLeavesNoFile() async throws {
+  @Test(arguments: [HTTPClient.DownloadTransport.automatic, .urlSession])
+  func cancellingMidTransferLeavesNoFile(_ transport: HTTPClient.DownloadTransport) async throws {
     let queue = DispatchQueue(label: "DownloadLifecycleTests.cancel")
     // The download cannot end before the test cancels it.
     try await withFileServer(Self.stall) { directory, server in
       let (handler, updates) = TransferProgressHandler.makeStream(interval: .zero)
-      let download = client(server, queue: queue).download("file", to: directory.file(), progress: handler)
+      let download = client(server, queue: queue, transport: transport).download(
+        "file", to: directory.file(), progress: handler)
       for await update in updates where update.completedBytes > 0 { break }
       #expect(directory.names == [".download.bin.promisehttp-download"])
       download.cancel()
@@ -89,6 +92,7 @@ struct DownloadLifecycleTests {
       #expect(await eventually { server.server.openConnectionCount == 0 })
       await offThePool { queue.sync {} }
       #expect(directory.names.isEmpty)
+      expectSent(over: transport, server.requests)
     }
   }
 
@@ -148,14 +152,15 @@ struct DownloadLifecycleTests {
     }
   }
 
-  @Test func aDeadlineMidTransferFailsAndLeavesNoFile() async throws {
+  @Test(arguments: [HTTPClient.DownloadTransport.automatic, .urlSession])
+  func aDeadlineMidTransferFailsAndLeavesNoFile(_ transport: HTTPClient.DownloadTransport) async throws {
     let queue = DispatchQueue(label: "DownloadLifecycleTests.deadline")
     let trickle = ServerAction.trickle(
       ServerResponse(body: Self.content), chunkSize: 16 << 10, interval: .milliseconds(30))
     try await withFileServer(trickle) { directory, server in
       let start = ContinuousClock.now
       let (result, elapsed) = await outcome(
-        of: client(server, queue: queue).download(
+        of: client(server, queue: queue, transport: transport).download(
           "file", to: directory.file(), deadline: .after(.milliseconds(400))),
         since: start)
       guard case .timedOut(_, let allowed)? = httpError(result) else {
@@ -167,6 +172,7 @@ struct DownloadLifecycleTests {
       #expect(await eventually { server.server.openConnectionCount == 0 })
       await offThePool { queue.sync {} }
       #expect(directory.names.isEmpty)
+      expectSent(over: transport, server.requests)
     }
   }
 

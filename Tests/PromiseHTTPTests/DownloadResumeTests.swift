@@ -27,12 +27,14 @@ struct DownloadResumeTests {
     }
   }
 
-  @Test func aConnectionCutMidBodyResumesWithRangeAndIfRange() async throws {
+  @Test(arguments: [HTTPClient.DownloadTransport.automatic, .urlSession])
+  func aConnectionCutMidBodyResumesWithRangeAndIfRange(_ transport: HTTPClient.DownloadTransport) async throws
+  {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
         serve(router) { _, request in .respond(rangeResponse(Self.content, etag: "\"v1\"", for: request).0) }
       }) { server in
-        let client = server.client(retryPolicy: quickRetries())
+        let client = server.client(retryPolicy: quickRetries(), downloadTransport: transport)
         let download = try await client.download("file", to: directory.file()).value
         #expect(directory.fingerprint() == Fingerprint(Self.content))
         #expect(download.byteCount == Int64(Self.content.count))
@@ -45,6 +47,7 @@ struct DownloadResumeTests {
         #expect(offset > 0 && offset <= Self.cut)
         #expect(requests[1].header("If-Range") == "\"v1\"")
         #expect(directory.names == ["download.bin"])
+        expectSent(over: transport, requests)
       }
     }
   }
@@ -86,7 +89,8 @@ struct DownloadResumeTests {
     }
   }
 
-  @Test func aContentRangeThatStartsElsewhereStartsOver() async throws {
+  @Test(arguments: [HTTPClient.DownloadTransport.automatic, .urlSession])
+  func aContentRangeThatStartsElsewhereStartsOver(_ transport: HTTPClient.DownloadTransport) async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
         serve(router) { _, request in
@@ -105,13 +109,14 @@ struct DownloadResumeTests {
               ], body: Array(Self.content[start...])))
         }
       }) { server in
-        let client = server.client(retryPolicy: quickRetries())
+        let client = server.client(retryPolicy: quickRetries(), downloadTransport: transport)
         _ = try await client.download("file", to: directory.file()).value
         #expect(directory.fingerprint() == Fingerprint(Self.content))
         let requests = server.requests
         #expect(requests.count == 3)
         #expect(requests[1].header("Range") != nil)
         #expect(requests[2].header("Range") == nil, "the attempt after a wrong range asks for everything")
+        expectSent(over: transport, requests)
       }
     }
   }

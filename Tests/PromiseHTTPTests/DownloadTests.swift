@@ -254,15 +254,18 @@ struct DownloadTests {
     }
   }
 
-  @Test func anUnacceptableStatusRejectsAndLeavesNoFile() async throws {
+  @Test(arguments: [HTTPClient.DownloadTransport.automatic, .urlSession])
+  func anUnacceptableStatusRejectsAndLeavesNoFile(_ transport: HTTPClient.DownloadTransport) async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
         router.on("GET", "/file") { _ in .respond(.text("no such file", status: 404)) }
       }) { server in
-        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        let client = server.client(downloadTransport: transport)
+        let (result, _) = await outcome(of: client.download("file", to: directory.file()))
         #expect(httpError(result)?.statusCode == 404)
         #expect(httpError(result)?.description.contains("no such file") == true)
         #expect(directory.names.isEmpty)
+        expectSent(over: transport, server.requests)
       }
     }
   }

@@ -4,6 +4,10 @@ import PromiseHTTP
 import Promises
 import Testing
 
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
 /// Makes libcurl bypass any proxy for the loopback origins, once, before the first request.
 ///
 /// libcurl reads `http_proxy` and `no_proxy` from the environment at each transfer, and
@@ -38,15 +42,44 @@ struct TestServer {
     acceptableStatusCodes: Range<Int> = 200..<300, defaultHeaders: HTTPHeaders = [:],
     authenticator: TokenAuthenticator? = nil, interceptors: [any HTTPInterceptor] = [],
     scheduler: any PromiseScheduler = PromiseSchedulers.default,
+    sessionConfiguration: URLSessionConfiguration = HTTPClient.makeDefaultConfiguration(),
     downloadTransport: HTTPClient.DownloadTransport = .automatic
   ) -> HTTPClient {
     var configuration = HTTPClient.Configuration(
-      defaultHeaders: defaultHeaders, retryPolicy: retryPolicy, timeout: timeout,
-      maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
+      sessionConfiguration: sessionConfiguration, defaultHeaders: defaultHeaders, retryPolicy: retryPolicy,
+      timeout: timeout, maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
       sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
       authenticator: authenticator, interceptors: interceptors, scheduler: scheduler)
     configuration.downloadTransport = downloadTransport
     return HTTPClient(baseURL: baseURL, configuration: configuration)
+  }
+}
+
+/// Whether a download to the loopback server goes over the socket transport under `.automatic`:
+/// not when the environment names a proxy for plain HTTP, which libcurl would use (see
+/// `HTTPClient.DownloadTransport.automatic`).
+let socketTransportServesLoopback = !["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"].contains {
+  ProcessInfo.processInfo.environment[$0]?.isEmpty == false
+}
+
+/// Checks that every one of `requests` (at least one) came over `transport`, by the
+/// `User-Agent` sent when the request sets none: the socket transport's `PromiseHTTP`, or
+/// FoundationNetworking's `<process> (unknown version) curl/<version>`.
+func expectSent(
+  over transport: HTTPClient.DownloadTransport, _ requests: [RecordedRequest],
+  sourceLocation: SourceLocation = #_sourceLocation
+) {
+  #expect(!requests.isEmpty, "no request arrived", sourceLocation: sourceLocation)
+  let socket = transport == .automatic && socketTransportServesLoopback
+  for request in requests {
+    let agent = request.header("User-Agent") ?? ""
+    if socket {
+      #expect(agent == "PromiseHTTP", "\(request.path)", sourceLocation: sourceLocation)
+    } else {
+      #expect(
+        agent.contains("(unknown version) curl/"), "\(request.path): \(agent)", sourceLocation: sourceLocation
+      )
+    }
   }
 }
 

@@ -103,7 +103,8 @@ enum HTTP1BodyFraming: Equatable, Sendable {
   case untilClose
 
   /// The framing of the body of `head`, a response to `method`; a `Transfer-Encoding` other
-  /// than chunked, or conflicting lengths, are `URLError(.cannotParseResponse)`.
+  /// than chunked is `URLError(.cannotDecodeRawData)`, conflicting or malformed lengths are
+  /// `URLError(.cannotParseResponse)`.
   init(head: HTTP1ResponseHead, method: String) throws(URLError) {
     if method.uppercased() == "HEAD" || (100..<200).contains(head.statusCode) || head.statusCode == 204
       || head.statusCode == 304
@@ -199,7 +200,8 @@ struct HTTP1ChunkedDecoder: Sendable {
       let digits = line.prefix {
         $0 != UInt8(ascii: ";") && $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t")
       }
-      guard !digits.isEmpty, digits.count <= 15,
+      // Hex digits only: `Int64(_:radix:)` also takes a sign, and a negative size would trap.
+      guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy(Self.isHexDigit),
         let size = Int64(String(decoding: digits, as: UTF8.self), radix: 16)
       else { throw Self.malformed }
       state = size == 0 ? .trailer : .data(size)
@@ -210,6 +212,17 @@ struct HTTP1ChunkedDecoder: Sendable {
       if line.isEmpty { state = .done }
     case .data, .done:
       break
+    }
+  }
+
+  /// Whether `byte` is an ASCII hexadecimal digit.
+  private static func isHexDigit(_ byte: UInt8) -> Bool {
+    switch byte {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+      UInt8(ascii: "A")...UInt8(ascii: "F"):
+      true
+    default:
+      false
     }
   }
 

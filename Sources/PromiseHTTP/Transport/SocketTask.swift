@@ -452,6 +452,8 @@ private struct Reader {
       var scanned = 0
       while true {
         if let length = HTTP1ResponseHead.end(in: unconsumed) {
+          // A long head that arrived in one read is refused too, not only one still arriving.
+          guard length <= HTTP1ResponseHead.maximumSize else { throw Self.headTooLong }
           let head = try HTTP1ResponseHead.parse(UnsafeRawBufferPointer(rebasing: unconsumed[..<length]))
           start += length
           guard (100..<200).contains(head.statusCode) else { return head }
@@ -460,14 +462,7 @@ private struct Reader {
           break
         }
         scanned = end - start
-        guard scanned < HTTP1ResponseHead.maximumSize else {
-          throw URLError(
-            .cannotParseResponse,
-            userInfo: [
-              NSLocalizedDescriptionKey:
-                "The response head is longer than \(HTTP1ResponseHead.maximumSize) bytes"
-            ])
-        }
+        guard scanned < HTTP1ResponseHead.maximumSize else { throw Self.headTooLong }
         guard try fill() > 0 else {
           throw URLError(
             scanned == 0 ? .networkConnectionLost : .cannotParseResponse,
@@ -524,6 +519,14 @@ private struct Reader {
         guard try fill() > 0 else { return }
       }
     }
+  }
+
+  private static var headTooLong: URLError {
+    URLError(
+      .cannotParseResponse,
+      userInfo: [
+        NSLocalizedDescriptionKey: "The response head is longer than \(HTTP1ResponseHead.maximumSize) bytes"
+      ])
   }
 
   private static func closedEarly(remaining: Int64) -> URLError {

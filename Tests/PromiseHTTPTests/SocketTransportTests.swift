@@ -1,0 +1,571 @@
+import Foundation
+import LoopbackHTTPServer
+import Testing
+
+@testable import PromiseHTTP
+@testable import Promises
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// A protocol class of the caller's: a session that has one must not be bypassed.
+private final class InterceptingProtocol: URLProtocol {
+  override class func canInit(with request: URLRequest) -> Bool { false }
+  override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
+  override func startLoading() {}
+  override func stopLoading() {}
+}
+
+/// A request for `url` with exactly these header fields.
+///
+/// Set as `allHTTPHeaderFields`: `setValue(_:forHTTPHeaderField:)` drops a value with CR, LF or
+/// NUL, but the whole dictionary is kept as given (an interceptor's request may hold anything).
+private func makeRequest(_ url: String, method: String = "GET", headers: [String: String] = [:]) -> URLRequest
+{
+  var request = URLRequest(url: URL(string: url)!)
+  request.httpMethod = method
+  request.allHTTPHeaderFields = headers
+  return request
+}
+
+/// Which client sessions and requests the socket transport serves (`SocketTransportSettings`).
+@Suite("SocketTransportSettings")
+struct SocketTransportSettingsTests {
+  static func settings(
+    transport: HTTPClient.DownloadTransport = .automatic,
+    _ configure: (URLSessionConfiguration) -> Void = { _ in }
+  ) -> SocketTransportSettings {
+    let configuration = HTTPClient.makeDefaultConfiguration()
+    configure(configuration)
+    return SocketTransportSettings(configuration: configuration, transport: transport)
+  }
+
+  @Test(
+    .enabled(if: socketTransportServesLoopback, "a proxy in the environment turns the socket transport off"))
+  func aPlainHTTPGetIsServed() {
+    let settings = Self.settings()
+    #expect(settings.isAvailable)
+    #expect(settings.serves(makeRequest("http://127.0.0.1:8080/file?a=1")))
+    #expect(settings.serves(makeRequest("HTTP://example.com/file")))
+    #expect(settings.serves(makeRequest("http://[::1]:8080/file", headers: ["Accept": "*/*", "X-A": ""])))
+    #expect(settings.serves(makeRequest("http://127.0.0.1/file", method: "POST")))
+  }
+
+  @Test(arguments: [
+    ("https", makeRequest("https://127.0.0.1:8443/file")),
+    ("ftp", makeRequest("ftp://127.0.0.1/file")),
+    ("no host", makeRequest("http:///file")),
+    ("user and password", makeRequest("http://user:secret@127.0.0.1:8080/file")),
+    ("user", makeRequest("http://user@127.0.0.1:8080/file")),
+    ("CR LF in a value", makeRequest("http://127.0.0.1/file", headers: ["X-Test": "a\r\nInjected: 1"])),
+    ("LF in a value", makeRequest("http://127.0.0.1/file", headers: ["X-Test": "a\nInjected: 1"])),
+    ("CR in a value", makeRequest("http://127.0.0.1/file", headers: ["X-Test": "a\rb"])),
+    ("NUL in a value", makeRequest("http://127.0.0.1/file", headers: ["X-Test": "a\u{0}b"])),
+    ("space in a name", makeRequest("http://127.0.0.1/file", headers: ["X Test": "a"])),
+    ("colon in a name", makeRequest("http://127.0.0.1/file", headers: ["X:Test": "a"])),
+    ("CONNECT", makeRequest("http://127.0.0.1/file", method: "CONNECT")),
+    ("space in the method", makeRequest("http://127.0.0.1/file", method: "G ET")),
+  ])
+  func aRequestTheSocketTransportCannotWriteSafelyIsLeftToURLSession(_ what: String, _ request: URLRequest) {
+    // Whatever the environment: the request alone decides, on settings that are available.
+    var settings = Self.settings()
+    settings.isAvailable = true
+    #expect(!settings.serves(request), "\(what)")
+  }
+
+  @Test func aBodyStreamIsLeftToURLSession() {
+    var settings = Self.settings()
+    settings.isAvailable = true
+    var request = makeRequest("http://127.0.0.1/file", method: "PUT")
+    request.httpBodyStream = InputStream(data: Data("body".utf8))
+    #expect(!settings.serves(request))
+  }
+
+  @Test func aSessionWithAProxyOrAProtocolClassOfItsOwnOrURLSessionChosenIsNotServed() {
+    let plain = makeRequest("http://127.0.0.1:8080/file")
+    let proxied = Self.settings { configuration in
+      configuration.connectionProxyDictionary = [
+        "HTTPEnable": 1, "HTTPProxy": "127.0.0.1", "HTTPPort": 9,
+      ]
+    }
+    #expect(!proxied.isAvailable && !proxied.serves(plain))
+    let intercepted = Self.settings { configuration in
+      configuration.protocolClasses = [InterceptingProtocol.self] + (configuration.protocolClasses ?? [])
+    }
+    #expect(!intercepted.isAvailable && !intercepted.serves(plain))
+    let chosen = Self.settings(transport: .urlSession)
+    #expect(!chosen.isAvailable && !chosen.serves(plain))
+    // Foundation's own protocol classes are no reason to step aside.
+    let foundations = Self.settings { configuration in
+      configuration.protocolClasses = URLSessionConfiguration.ephemeral.protocolClasses
+    }
+    #expect(foundations.isAvailable == socketTransportServesLoopback)
+  }
+
+  @Test func theSessionsHeadersAndCookieSettingsAreRead() {
+    let storage = URLSessionConfiguration.ephemeral.httpCookieStorage!
+    let settings = Self.settings { configuration in
+      configuration.httpAdditionalHeaders = ["X-Session": "yes", "X-Number": 7]
+      configuration.httpCookieStorage = storage
+      configuration.httpShouldSetCookies = true
+      configuration.httpCookieAcceptPolicy = .always
+    }
+    #expect(settings.cookieStorage === storage)
+    #expect(settings.acceptsCookies)
+    let headers = Dictionary(uniqueKeysWithValues: settings.additionalHeaders.map { ($0.name, $0.value) })
+    #expect(headers == ["X-Session": "yes", "X-Number": "7"])
+    // The client's default: no cookies either way.
+    let none = Self.settings()
+    #expect(none.cookieStorage == nil && !none.acceptsCookies)
+  }
+}
+
+/// Downloads over the socket transport, to the loopback server: the framings, interim
+/// responses, redirects, cookies, the session's headers, and every fault's error.
+@Suite(
+  "Socket transport", .timeLimit(.minutes(1)),
+  .enabled(if: socketTransportServesLoopback, "a proxy in the environment turns the socket transport off"))
+struct SocketTransportTests {
+  static let content = downloadContent(300 << 10, seed: 11)
+
+  /// `text` as bytes, then `body`.
+  static func raw(_ text: String, _ body: [UInt8] = []) -> ServerAction {
+    .raw(Array(text.utf8) + body)
+  }
+
+  /// The `URLError` code of a transport failure, recording an issue for any other outcome.
+  static func transportCode<T>(
+    _ result: Result<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation
+  ) -> URLError.Code? {
+    guard case .transport(let error, _)? = httpError(result, sourceLocation: sourceLocation) else {
+      Issue.record("not a transport failure: \(result)", sourceLocation: sourceLocation)
+      return nil
+    }
+    return error.code
+  }
+
+  // MARK: Framings
+
+  @Test func aChunkedBodyArrivesWhole() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in
+          .chunked(ServerResponse(headers: [("ETag", "\"c1\"")], body: Self.content), chunkSize: 1000)
+        }
+      }) { server in
+        let download = try await server.client().download("file", to: directory.file()).value
+        #expect(download.byteCount == Int64(Self.content.count))
+        #expect(download.response.headers["Transfer-Encoding"] == "chunked")
+        #expect(directory.fingerprint() == Fingerprint(Self.content))
+        #expect(directory.names == ["download.bin"])
+        expectSent(over: .automatic, server.requests)
+      }
+    }
+  }
+
+  @Test func aBodyDelimitedByTheConnectionClosingArrivesWhole() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in
+          Self.raw(
+            "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: application/octet-stream\r\n\r\n",
+            Self.content)
+        }
+      }) { server in
+        let download = try await server.client().download("file", to: directory.file()).value
+        #expect(download.byteCount == Int64(Self.content.count))
+        #expect(directory.fingerprint() == Fingerprint(Self.content))
+        expectSent(over: .automatic, server.requests)
+      }
+    }
+  }
+
+  @Test func interimResponsesBeforeTheFinalOneAreSkipped() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in
+          Self.raw(
+            "HTTP/1.1 100 Continue\r\n\r\n"
+              + "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+              + "HTTP/1.1 200 OK\r\nX-Final: yes\r\nContent-Length: \(Self.content.count)\r\n\r\n",
+            Self.content)
+        }
+      }) { server in
+        let download = try await server.client().download("file", to: directory.file()).value
+        #expect(download.response.statusCode == 200)
+        #expect(download.response.headers["X-Final"] == "yes")
+        #expect(download.response.headers["Link"] == nil)
+        #expect(directory.fingerprint() == Fingerprint(Self.content))
+        expectSent(over: .automatic, server.requests)
+      }
+    }
+  }
+
+  @Test func aSwitchOfProtocolsIsRefused() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in
+          Self.raw("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n")
+        }
+      }) { server in
+        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        #expect(Self.transportCode(result) == .cannotParseResponse)
+        #expect(directory.names.isEmpty)
+      }
+    }
+  }
+
+  // MARK: Redirects
+
+  @Test(arguments: [302, 303, 307])
+  func aRedirectToTheSameOriginIsFollowedOverTheSocketTransport(_ status: Int) async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/old") { _ in .respond(.redirect(to: "/file?v=2", status: status)) }
+        router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
+      }) { server in
+        let download = try await server.client().download(
+          "old", to: directory.file(), headers: ["Authorization": "Bearer same-origin"]
+        ).value
+        #expect(download.response.statusCode == 200)
+        #expect(download.response.url.path == "/file")
+        #expect(directory.fingerprint() == Fingerprint(Self.content))
+        let requests = server.requests
+        #expect(requests.map(\.path) == ["/old", "/file?v=2"])
+        #expect(requests.map(\.method) == ["GET", "GET"])
+        #expect(requests.last?.header("Authorization") == "Bearer same-origin")
+        expectSent(over: .automatic, requests)
+      }
+    }
+  }
+
+  @Test func aRedirectToAnotherOriginDropsTheCredentials() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
+      }) { server in
+        let elsewhere = server.server.secondBaseURL.appendingPathComponent("file").absoluteString
+        server.router.on("GET", "/old") { _ in .respond(.redirect(to: elsewhere)) }
+        let download = try await server.client().download(
+          "old", to: directory.file(),
+          headers: ["Authorization": "Bearer secret", "Cookie": "id=secret", "X-Trace": "t1"]
+        ).value
+        #expect(directory.fingerprint() == Fingerprint(Self.content))
+        #expect(download.response.url.host == "127.0.0.2")
+        let requests = server.requests
+        try #require(requests.count == 2)
+        #expect(requests[0].host == "127.0.0.1" && requests[1].host == "127.0.0.2")
+        #expect(requests[0].header("Authorization") == "Bearer secret")
+        #expect(requests[1].header("Authorization") == nil)
+        #expect(requests[1].header("Cookie") == nil)
+        #expect(requests[1].header("X-Trace") == "t1")
+        expectSent(over: .automatic, requests)
+      }
+    }
+  }
+
+  // MARK: Statuses, cookies, headers
+
+  @Test func aNotFoundRejectsWithItsBodyExcerptAndLeavesNoFile() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in .respond(.text("no such file on this server", status: 404)) }
+      }) { server in
+        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        guard case .unacceptableStatus(404, let headers, let excerpt, let url)? = httpError(result) else {
+          Issue.record("got \(result)")
+          return
+        }
+        #expect(excerpt.contains("no such file on this server"))
+        #expect(headers["Content-Type"] == "text/plain; charset=utf-8")
+        #expect(url.path == "/file")
+        #expect(directory.names.isEmpty)
+        expectSent(over: .automatic, server.requests)
+      }
+    }
+  }
+
+  @Test func cookiesAreStoredInTheSessionsStorageAndSentOnTheNextDownload() async throws {
+    let storage = URLSessionConfiguration.ephemeral.httpCookieStorage!
+    let configuration = HTTPClient.makeDefaultConfiguration()
+    configuration.httpCookieStorage = storage
+    configuration.httpShouldSetCookies = true
+    configuration.httpCookieAcceptPolicy = .always
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/login") { _ in
+          .respond(
+            ServerResponse(
+              headers: [("Set-Cookie", "session=abc123; Path=/"), ("Set-Cookie", "theme=dark; Path=/")],
+              body: Array("welcome".utf8)))
+        }
+        router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
+      }) { server in
+        let client = server.client(sessionConfiguration: configuration)
+        _ = try await client.download("login", to: directory.file("login.txt")).value
+        let stored = storage.cookies(for: server.baseURL) ?? []
+        #expect(Set(stored.map { "\($0.name)=\($0.value)" }) == ["session=abc123", "theme=dark"])
+
+        _ = try await client.download("file", to: directory.file()).value
+        let cookie = try #require(server.requests.last?.header("Cookie"))
+        let sent = Set(cookie.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) })
+        #expect(sent == ["session=abc123", "theme=dark"])
+        #expect(server.requests.first?.header("Cookie") == nil)
+        expectSent(over: .automatic, server.requests)
+      }
+    }
+  }
+
+  @Test func theSessionsAdditionalHeadersAreSentUnlessTheRequestSetsThem() async throws {
+    let configuration = HTTPClient.makeDefaultConfiguration()
+    configuration.httpAdditionalHeaders = ["X-Session": "from-session", "X-Overridden": "session"]
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
+      }) { server in
+        let client = server.client(sessionConfiguration: configuration)
+        _ = try await client.download("file", to: directory.file(), headers: ["x-overridden": "request"])
+          .value
+        let request = try #require(server.requests.first)
+        #expect(request.header("X-Session") == "from-session")
+        #expect(request.header("X-Overridden") == "request")
+        #expect(request.headers.filter { $0.name.lowercased() == "x-overridden" }.count == 1)
+        expectSent(over: .automatic, server.requests)
+      }
+    }
+  }
+
+  @Test func theUserAgentShowsWhichTransportCarriedADownload() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
+      }) { server in
+        _ = try await server.client(downloadTransport: .automatic).download("file", to: directory.file("a"))
+          .value
+        _ = try await server.client(downloadTransport: .urlSession).download("file", to: directory.file("b"))
+          .value
+        _ = try await server.client().download(
+          "file", to: directory.file("c"), headers: ["User-Agent": "Mine/1.0"]
+        ).value
+        let agents = server.requests.map { $0.header("User-Agent") ?? "" }
+        try #require(agents.count == 3)
+        // The socket transport names itself; FoundationNetworking sends
+        // "<process> (unknown version) curl/<version>" (HTTPURLProtocol's `userAgentString`).
+        #expect(agents[0] == "PromiseHTTP")
+        #expect(agents[1].contains("(unknown version) curl/"), "\(agents[1])")
+        #expect(agents[2] == "Mine/1.0")
+        #expect(directory.fingerprint("a") == Fingerprint(Self.content))
+        #expect(directory.fingerprint("b") == Fingerprint(Self.content))
+      }
+    }
+  }
+
+  // MARK: Faults
+
+  @Test func aRefusedConnectionIsCannotConnectToHost() async throws {
+    try await withDownloadDirectory { directory in
+      let closed = try ClosedPort()
+      let client = HTTPClient(baseURL: closed.baseURL, configuration: .init(retryPolicy: .none))
+      let (result, elapsed) = await outcome(of: client.download("file", to: directory.file()))
+      #expect(Self.transportCode(result) == .cannotConnectToHost)
+      #expect(elapsed < .seconds(10))
+      #expect(directory.names.isEmpty)
+    }
+  }
+
+  @Test(arguments: [
+    ("a field without a colon", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nBroken field\r\n\r\nbody"),
+    ("not HTTP", "SSH-2.0-OpenSSH_9.6\r\n\r\n"),
+    ("a bad status", "HTTP/1.1 2xx OK\r\nContent-Length: 4\r\n\r\nbody"),
+    ("conflicting lengths", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\nbody"),
+    ("a head cut short", "HTTP/1.1 200 OK\r\nContent-Len"),
+  ])
+  func aMalformedHeadIsCannotParseResponse(_ what: String, _ response: String) async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in Self.raw(response) }
+      }) { server in
+        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        #expect(Self.transportCode(result) == .cannotParseResponse, "\(what)")
+        #expect(directory.names.isEmpty)
+        expectSent(over: .automatic, server.requests)
+      }
+    }
+  }
+
+  @Test func anOverlongHeadIsCannotParseResponse() async throws {
+    let field = "X-Padding: " + String(repeating: "p", count: 1000) + "\r\n"
+    let head = "HTTP/1.1 200 OK\r\n" + String(repeating: field, count: 70) + "Content-Length: 4\r\n\r\nbody"
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in Self.raw(head) }
+      }) { server in
+        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        #expect(Self.transportCode(result) == .cannotParseResponse)
+        #expect(directory.names.isEmpty)
+      }
+    }
+  }
+
+  @Test func anEmptyReplyIsNetworkConnectionLost() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in .closeImmediately }
+      }) { server in
+        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        #expect(Self.transportCode(result) == .networkConnectionLost)
+        #expect(directory.names.isEmpty)
+      }
+    }
+  }
+
+  @Test(arguments: [
+    ("bad hex", "chunked", "5\r\nhello\r\nzz\r\nworld\r\n0\r\n\r\n", URLError.Code.cannotParseResponse),
+    ("no line break after the data", "chunked", "5\r\nhelloXX\r\n0\r\n\r\n", .cannotParseResponse),
+    ("a negative size", "chunked", "5\r\nhello\r\n-5\r\nworld\r\n0\r\n\r\n", .cannotParseResponse),
+    ("cut before the last chunk", "chunked", "5\r\nhello\r\n", .networkConnectionLost),
+    ("a gzip transfer coding", "gzip, chunked", "5\r\nhello\r\n0\r\n\r\n", .cannotDecodeRawData),
+  ])
+  func aMalformedChunkedBodyFailsAndLeavesNoFile(
+    _ what: String, _ coding: String, _ body: String, _ code: URLError.Code
+  ) async throws {
+    let response = "HTTP/1.1 200 OK\r\nTransfer-Encoding: \(coding)\r\n\r\n" + body
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in Self.raw(response) }
+      }) { server in
+        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        #expect(Self.transportCode(result) == code, "\(what)")
+        #expect(directory.names.isEmpty)
+        expectSent(over: .automatic, server.requests)
+      }
+    }
+  }
+
+  @Test func aServerThatStallsMidBodyFailsByTheIdleTimeoutAndTheConnectionCloses() async throws {
+    let queue = DispatchQueue(label: "SocketTransportTests.stall")
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        // Half the declared body, then nothing while the connection stays open.
+        router.on("GET", "/file") { _ in
+          .wrongContentLength(ServerResponse(body: Self.content), declared: Self.content.count * 2)
+        }
+      }) { server in
+        let client = HTTPClient(
+          baseURL: server.baseURL,
+          configuration: .init(callbackQueue: queue, retryPolicy: .none, timeout: .milliseconds(300)))
+        let start = ContinuousClock.now
+        let (result, elapsed) = await outcome(of: client.download("file", to: directory.file()), since: start)
+        guard case .timedOut(_, let allowed)? = httpError(result) else {
+          Issue.record("got \(result)")
+          return
+        }
+        #expect(allowed == .milliseconds(300))
+        #expect(elapsed >= .milliseconds(300), "\(elapsed)")
+        #expect(await eventually { server.server.openConnectionCount == 0 })
+        await offThePool { queue.sync {} }
+        #expect(directory.names.isEmpty)
+        expectSent(over: .automatic, server.requests)
+      }
+    }
+  }
+
+  @Test func cancellingMidBodyLeavesNoFileAndClosesTheConnection() async throws {
+    let queue = DispatchQueue(label: "SocketTransportTests.cancel")
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in
+          .wrongContentLength(ServerResponse(body: Self.content), declared: Self.content.count * 2)
+        }
+      }) { server in
+        // A 30 s idle timeout: only the cancellation can close the connection within the wait.
+        let client = HTTPClient(
+          baseURL: server.baseURL, configuration: .init(callbackQueue: queue, retryPolicy: .none))
+        let (handler, updates) = TransferProgressHandler.makeStream(interval: .zero)
+        let download = client.download("file", to: directory.file(), progress: handler)
+        for await update in updates where update.completedBytes > 0 { break }
+        #expect(server.server.openConnectionCount == 1)
+        download.cancel()
+        let (result, _) = await outcome(of: download)
+        #expect(throws: CancellationError.self) { try result.get() }
+        #expect(await eventually { server.server.openConnectionCount == 0 })
+        await offThePool { queue.sync {} }
+        #expect(directory.names.isEmpty)
+        expectSent(over: .automatic, server.requests)
+      }
+    }
+  }
+}
+
+/// The connection of the socket transport on its own: its idle timeout and its stop.
+@Suite("SocketConnection", .timeLimit(.minutes(1)))
+struct SocketConnectionTests {
+  @Test func aReadThatWaitsPastTheIdleTimeoutIsTimedOut() async throws {
+    try await withServer({ router in
+      router.on("GET", "/silent") { _ in .slowHeaders(ServerResponse(), delay: .seconds(30)) }
+    }) { server in
+      let port = server.server.port
+      let (code, elapsed) = await offThePool { () -> (URLError.Code?, Duration) in
+        let start = ContinuousClock.now
+        do {
+          let connection = try SocketConnection.connect(host: "127.0.0.1", port: port, idleTimeout: 0.2)
+          try connection.send(contentsOf: Array("GET /silent HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
+          var buffer = [UInt8](repeating: 0, count: 64)
+          _ = try buffer.withUnsafeMutableBytes { try connection.receive(into: $0) }
+          return (nil, ContinuousClock.now - start)
+        } catch {
+          return ((error as? URLError)?.code, ContinuousClock.now - start)
+        }
+      }
+      #expect(code == .timedOut)
+      #expect(elapsed >= .milliseconds(200) && elapsed < .seconds(10), "\(elapsed)")
+    }
+  }
+
+  @Test func aStoppedConnectionFailsEveryLaterCallWithCancelled() async throws {
+    try await withServer({ router in
+      router.on("GET", "/silent") { _ in .slowHeaders(ServerResponse(), delay: .seconds(30)) }
+    }) { server in
+      let port = server.server.port
+      let codes = await offThePool { () -> [URLError.Code?] in
+        do {
+          let connection = try SocketConnection.connect(host: "127.0.0.1", port: port, idleTimeout: 30)
+          connection.stop()
+          var codes: [URLError.Code?] = []
+          do {
+            try connection.send(contentsOf: Array("GET /silent HTTP/1.1\r\n\r\n".utf8))
+            codes.append(nil)
+          } catch {
+            codes.append((error as? URLError)?.code)
+          }
+          var buffer = [UInt8](repeating: 0, count: 64)
+          do {
+            _ = try buffer.withUnsafeMutableBytes { try connection.receive(into: $0) }
+            codes.append(nil)
+          } catch {
+            codes.append((error as? URLError)?.code)
+          }
+          return codes
+        } catch {
+          return [(error as? URLError)?.code]
+        }
+      }
+      #expect(codes == [.cancelled, .cancelled])
+    }
+  }
+
+  @Test func aRefusedConnectionIsCannotConnectToHost() async throws {
+    let closed = try ClosedPort()
+    let port = closed.port
+    let code = await offThePool { () -> URLError.Code? in
+      do {
+        _ = try SocketConnection.connect(host: "127.0.0.1", port: port, idleTimeout: 5)
+        return nil
+      } catch {
+        return (error as? URLError)?.code
+      }
+    }
+    #expect(code == .cannotConnectToHost)
+  }
+}
