@@ -6,24 +6,24 @@ import Testing
 @testable import Promises
 
 /// `size` deterministic pseudo-random bytes (xorshift), different for each `seed`.
+///
+/// Each step's 64-bit state gives eight bytes, little-endian. The loop runs on words, with no
+/// generic call per byte: in a debug build under ThreadSanitizer such calls made this take
+/// 0.3 s per 3 MiB (now 0.08 s) on a cooperative-pool thread, where the tests call it.
 func downloadContent(_ size: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt8] {
   var state = seed | 1
-  var bytes = [UInt8](repeating: 0, count: size)
-  bytes.withUnsafeMutableBytes { raw in
+  var words = [UInt64](repeating: 0, count: (size + 7) / 8)
+  words.withUnsafeMutableBufferPointer { words in
     var index = 0
-    while index < raw.count {
-      state ^= state << 13
-      state ^= state >> 7
-      state ^= state << 17
-      var word = state
-      for _ in 0..<8 where index < raw.count {
-        raw[index] = UInt8(truncatingIfNeeded: word)
-        word >>= 8
-        index += 1
-      }
+    while index < words.count {
+      state ^= state &<< 13
+      state ^= state &>> 7
+      state ^= state &<< 17
+      words[index] = state.littleEndian
+      index += 1
     }
   }
-  return bytes
+  return words.withUnsafeBytes { Array($0.prefix(size)) }
 }
 
 /// The response a server that honours `Range` and `If-Range` gives `request` for `content`,
@@ -47,23 +47,25 @@ func rangeResponse(
   return (ServerResponse(status: 200, headers: headers, body: content), 0)
 }
 
-/// The size and FNV-1a hash of some bytes: compared instead of the bytes, so that a failure
+/// The size and checksum of some bytes: compared instead of the bytes, so that a failure
 /// prints two short lines, not megabytes.
+///
+/// The checksum is the loopback server's `ByteChecksum`, which reads eight bytes at a time:
+/// a byte-at-a-time hash (FNV-1a, before) took 0.14 s per 3 MiB in a debug build under
+/// ThreadSanitizer, and the download suites compare dozens of such files on cooperative-pool
+/// threads (ByteChecksum: 0.013 s).
 struct Fingerprint: Equatable, CustomStringConvertible {
-  let count: Int
-  let hash: UInt64
+  let checksum: ByteChecksum
 
   init(_ bytes: some Collection<UInt8>) {
-    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-    for byte in bytes {
-      hash ^= UInt64(byte)
-      hash = hash &* 0x100_0000_01b3
-    }
-    self.count = bytes.count
-    self.hash = hash
+    checksum = ByteChecksum(bytes)
   }
 
-  var description: String { "\(count) bytes, FNV-1a \(String(hash, radix: 16))" }
+  init(_ checksum: ByteChecksum) {
+    self.checksum = checksum
+  }
+
+  var description: String { checksum.description }
 }
 
 /// A fresh directory for one test's files; `remove()` deletes it.
@@ -89,9 +91,9 @@ struct DownloadDirectory {
     FileManager.default.contents(atPath: file(name).path).map(Array.init)
   }
 
-  /// The size and hash of `name`, or `nil` when there is no such file.
+  /// The size and checksum of `name`, or `nil` when there is no such file.
   func fingerprint(_ name: String = "download.bin") -> Fingerprint? {
-    contents(name).map(Fingerprint.init)
+    (try? ByteChecksum(contentsOfFile: file(name).path)).map(Fingerprint.init)
   }
 
   func remove() {

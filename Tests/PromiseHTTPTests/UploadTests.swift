@@ -34,8 +34,34 @@ struct UploadTests {
   }
 
   /// `count` bytes that differ from one position to the next (a shifted byte would show).
+  ///
+  /// Byte `i` is `i * 31 + i >> 8` (mod 256), which repeats every 64 KiB: one period is
+  /// computed, then copied. Not `(0..<count).map { … }`: in a debug build under ThreadSanitizer
+  /// each step of that generic loop takes a lock the sanitizer tracks, and 6 MiB took 8.7 s of
+  /// a cooperative-pool thread (the tests call this from `async` code), 20 s and more with the
+  /// suites running in parallel; this takes about 10 ms.
   static func pattern(_ count: Int) -> Data {
-    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8) })
+    let period = min(1 << 16, count)
+    var cycle = [UInt8](repeating: 0, count: period)
+    cycle.withUnsafeMutableBufferPointer { cycle in
+      var index = 0
+      while index < period {
+        cycle[index] = UInt8(truncatingIfNeeded: index &* 31 &+ index >> 8)
+        index += 1
+      }
+    }
+    var data = Data(count: count)
+    data.withUnsafeMutableBytes { bytes in
+      cycle.withUnsafeBytes { cycle in
+        var offset = 0
+        while offset < count {
+          let length = min(period, count - offset)
+          bytes.baseAddress!.advanced(by: offset).copyMemory(from: cycle.baseAddress!, byteCount: length)
+          offset += length
+        }
+      }
+    }
+    return data
   }
 
   /// An async sequence of `chunks`, one at a time.
