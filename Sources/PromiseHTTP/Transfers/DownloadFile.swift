@@ -106,9 +106,20 @@ struct DownloadFile {
     return nil
   }
 
+  /// The span of the file whose writing-back `write` starts as soon as it is complete.
+  static let writeBackWindow: Int64 = 8 << 20
+
   /// Writes `data` at `offset`, all of it.
+  ///
+  /// Each time a `writeBackWindow` of the file is complete, its pages are handed to the disk at
+  /// once (`posix_fadvise` `POSIX_FADV_DONTNEED` starts their write-back and drops those already
+  /// written) rather than left dirty in the page cache: `commit` must `fsync` before the rename,
+  /// and a 1 GiB file left dirty made that flush take most of a second, with the page cache
+  /// holding the whole file meanwhile. Written back as it goes, the download ran at 1.7× the
+  /// throughput of `curl -o` (which neither flushes nor drops anything) where it ran at 0.5×
+  /// (Docs/Performance.md "Transfers").
   func write(_ data: Data, at offset: Int64) -> TransferError? {
-    data.withUnsafeBytes { raw -> TransferError? in
+    let written = data.withUnsafeBytes { raw -> TransferError? in
       guard let base = raw.baseAddress else { return nil }
       var done = 0
       while done < raw.count {
@@ -121,6 +132,13 @@ struct DownloadFile {
       }
       return nil
     }
+    let window = Self.writeBackWindow
+    let end = offset + Int64(data.count)
+    if written == nil, end / window > offset / window {
+      // Advice only: a failure changes nothing but the speed.
+      _ = posix_fadvise(descriptor, off_t((end / window - 1) * window), off_t(window), Int32(POSIX_FADV_DONTNEED))
+    }
+    return written
   }
 
   /// Flushes and closes the file, then moves it onto the destination: refused if one has
