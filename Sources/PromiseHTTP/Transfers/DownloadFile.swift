@@ -136,7 +136,8 @@ struct DownloadFile {
     let end = offset + Int64(data.count)
     if written == nil, end / window > offset / window {
       // Advice only: a failure changes nothing but the speed.
-      _ = posix_fadvise(descriptor, off_t((end / window - 1) * window), off_t(window), Int32(POSIX_FADV_DONTNEED))
+      _ = posix_fadvise(
+        descriptor, off_t((end / window - 1) * window), off_t(window), Int32(POSIX_FADV_DONTNEED))
     }
     return written
   }
