@@ -251,7 +251,7 @@ struct HTTP1ResponseTests {
 
   @Test(arguments: [
     "5, 6", "5\r\nContent-Length: 6", "-1", "+5", "abc", "0x10", "1.5", "9223372036854775808", "\u{0665}",
-    "5 5",
+    "5 5", "", "5,", ", 5",
   ])
   func aBadOrConflictingContentLengthIsRefused(_ value: String) {
     let code = urlErrorCode { try framing("HTTP/1.1 200 OK\r\nContent-Length: \(value)\r\n\r\n") }

@@ -202,6 +202,24 @@ struct SocketTransportTests {
     }
   }
 
+  @Test func interimResponsesWithoutEndAreRefused() async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in
+          // Past the limit of 16, with a final response after them that is never read.
+          Self.raw(
+            String(repeating: "HTTP/1.1 100 Continue\r\n\r\n", count: 17)
+              + "HTTP/1.1 200 OK\r\nContent-Length: \(Self.content.count)\r\n\r\n",
+            Self.content)
+        }
+      }) { server in
+        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        #expect(Self.transportCode(result) == .cannotParseResponse)
+        #expect(directory.names.isEmpty)
+      }
+    }
+  }
+
   @Test func aSwitchOfProtocolsIsRefused() async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in

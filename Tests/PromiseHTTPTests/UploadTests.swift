@@ -118,26 +118,78 @@ struct UploadTests {
     }
   }
 
-  @Test func aStreamOfChunksIsSentWholeWithItsLength() async throws {
+  /// Through `URLSession` the chunks are written to a file first, sent with its length; over the
+  /// socket transport they are sent as they come, chunked (no length is known).
+  @Test(arguments: [HTTPClient.DownloadTransport.automatic, .urlSession])
+  func aStreamOfChunksIsSentWhole(_ transport: HTTPClient.DownloadTransport) async throws {
     let pieces = (0..<64).map { Self.pattern(1000 + $0 * 97).prefix(1000 + $0 * 97) }.map { Data($0) }
     let expected = pieces.reduce(Data(), +)
     try await withServer({ router in
       router.on("POST", "/stream") { request in .respond(.text("\(request.body.count)")) }
     }) { server in
-      let client = server.client()
+      let client = server.client(downloadTransport: transport)
       let (progress, stream) = TransferProgressHandler.makeStream(interval: .milliseconds(1))
       let collected = Self.updates(stream)
       let response = try await client.upload(.stream(Self.chunks(pieces)), to: "stream", progress: progress)
         .value
       #expect(response.statusCode == 200)
       let request = try #require(server.requests.first)
-      #expect(request.header("Transfer-Encoding") == nil)
-      #expect(request.header("Content-Length") == "\(expected.count)")
+      let live = transport == .automatic && socketTransportServesLoopback
+      #expect(request.header("Transfer-Encoding") == (live ? "chunked" : nil))
+      #expect(request.header("Content-Length") == (live ? nil : "\(expected.count)"))
       #expect(Data(request.body) == expected)
       let last = try #require(await collected.value.last)
       #expect(last.isFinal)
       #expect(last.completedBytes == Int64(expected.count))
-      #expect(last.expectedBytes == Int64(expected.count))
+      #expect(last.expectedBytes == (live ? nil : Int64(expected.count)))
+      expectSent(over: transport, server.requests)
+    }
+  }
+
+  @Test func overASocketAStreamWithALengthIsSentWithIt() async throws {
+    let pieces = (0..<8).map { Self.pattern(5000 + $0) }
+    let expected = pieces.reduce(Data(), +)
+    try await withServer({ router in
+      router.on("POST", "/stream") { request in .respond(.text("\(request.body.count)")) }
+    }) { server in
+      let response = try await server.client().upload(
+        .stream(Self.chunks(pieces), length: Int64(expected.count)), to: "stream"
+      ).value
+      #expect(response.statusCode == 200)
+      let request = try #require(server.requests.first)
+      #expect(request.header("Transfer-Encoding") == nil)
+      #expect(request.header("Content-Length") == "\(expected.count)")
+      #expect(Data(request.body) == expected)
+      expectSent(over: .automatic, server.requests)
+    }
+  }
+
+  @Test func overASocketTheFirstChunkIsSentBeforeTheSequenceEnds() async throws {
+    // The sequence yields one chunk, then waits until the server has received it: through a
+    // spooled file this would never end.
+    let first = Self.pattern(10_000)
+    let connected = LockedBox(false)
+    try await withServer({ router in
+      router.on("POST", "/stream") { request in .respond(.text("\(request.body.count)")) }
+    }) { server in
+      let chunks = AsyncStream<Data> { continuation in
+        continuation.yield(first)
+        Task {
+          // A spooled upload connects only once the sequence has ended: a connection open now
+          // carries the first chunk. Bounded, so the old behaviour fails instead of hanging.
+          let limit = ContinuousClock.now + .seconds(30)
+          while server.server.openConnectionCount == 0, ContinuousClock.now < limit {
+            try? await Task.sleep(for: .milliseconds(5))
+          }
+          connected.withLock { $0 = server.server.openConnectionCount > 0 }
+          continuation.yield(Data("end".utf8))
+          continuation.finish()
+        }
+      }
+      let response = try await server.client().upload(.stream(chunks), to: "stream").value
+      #expect(response.statusCode == 200)
+      #expect(connected.load())
+      #expect(Data(try #require(server.requests.first).body) == first + Data("end".utf8))
     }
   }
 
@@ -322,13 +374,39 @@ struct UploadTests {
     }
   }
 
-  @Test func aRetriedStreamUploadSendsTheSameBytesAgain() async throws {
+  @Test func overASocketAStreamIsReadOnceAndNotRetried() async throws {
+    let pieces = (0..<10).map { Self.pattern(10_000 + $0) }
+    let calls = Counter()
+    try await withServer({ router in
+      router.on("PUT", "/stream") { _ in calls.next() == 1 ? .closeImmediately : .respond(.text("ok")) }
+      router.on("PUT", "/moved") { _ in .respond(.redirect(to: "/stream", status: 307)) }
+    }) { server in
+      let client = server.client(retryPolicy: quickRetries())
+      let (result, _) = await outcome(
+        of: client.upload(.stream(Self.chunks(pieces)), to: "stream", method: .put))
+      guard case .transport(let error, _)? = httpError(result) else {
+        Issue.record("got \(String(describing: httpError(result)))")
+        return
+      }
+      #expect(error.code == .networkConnectionLost)
+      #expect(server.requests.count == 1)
+      // A 307 would send the body again: refused with the reason, nothing sent twice.
+      let redirected = await outcome(
+        of: client.upload(.stream(Self.chunks(pieces)), to: "moved", method: .put))
+      guard let message = Self.invalidRequest(redirected.result) else { return }
+      #expect(message.contains("a sequence is read once"))
+      #expect(server.requests.count == 2)
+      expectSent(over: .automatic, server.requests)
+    }
+  }
+
+  @Test func aRetriedStreamUploadSendsTheSameBytesAgainThroughTheSession() async throws {
     let pieces = (0..<10).map { Self.pattern(10_000 + $0) }
     let calls = Counter()
     try await withServer({ router in
       router.on("PUT", "/stream") { _ in calls.next() == 1 ? .closeImmediately : .respond(.text("ok")) }
     }) { server in
-      let client = server.client(retryPolicy: quickRetries())
+      let client = server.client(retryPolicy: quickRetries(), downloadTransport: .urlSession)
       _ = try await client.upload(.stream(Self.chunks(pieces)), to: "stream", method: .put).value
       #expect(server.requests.count == 2)
       for request in server.requests { #expect(Data(request.body) == pieces.reduce(Data(), +)) }

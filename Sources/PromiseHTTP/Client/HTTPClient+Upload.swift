@@ -79,6 +79,14 @@ extension HTTPClient {
       // A request that cannot be sent is refused before the sequence is read.
       switch prepare(request) {
       case .failure(let error): return reject(error)
+      case .success(let built) where socketTransportServes(built):
+        // Sent as the sequence yields it, and read once: never retried.
+        var live = request
+        live.retryPolicy = RetryPolicy.none
+        let prepared = PreparedUpload(
+          source: LiveUploadSource(producer, length: length), length: length,
+          contentType: MultipartForm.defaultFileType)
+        return send(prepared, with: live, reporter: reporter, file: file, line: line)
       case .success(let built):
         return uploadStream(
           producer, length: length, with: request, url: built.url, reporter: reporter, file: file, line: line)

@@ -394,6 +394,12 @@ public final class HTTPClient: Sendable {
   func prepare(_ request: HTTPRequest) -> Result<URLRequest, HTTPError> {
     builder.urlRequest(for: request)
   }
+
+  /// Whether a transfer of `request` (a download, an upload, a stream) goes over the socket
+  /// transport rather than `URLSession` (see `DownloadTransport`).
+  func socketTransportServes(_ request: URLRequest) -> Bool {
+    transport.socketSettings.serves(request)
+  }
 }
 
 extension HTTPClient: CustomStringConvertible, CustomReflectable {

@@ -120,15 +120,17 @@ enum HTTP1BodyFraming: Equatable, Sendable {
       self = .chunked
       return
     }
-    let lengths = Set(
-      head.values(of: "Content-Length").flatMap { $0.split(separator: ",") }
-        .map { $0.trimmingCharacters(in: .whitespaces) })
-    guard let length = lengths.first else {
+    let fields = head.values(of: "Content-Length")
+    guard !fields.isEmpty else {
       self = .untilClose
       return
     }
-    guard lengths.count == 1, !length.isEmpty, length.allSatisfy(\.isASCII), length.allSatisfy(\.isNumber),
-      let count = Int64(length)
+    // An empty value, or an empty element of a list ("5,"), is malformed, not absent.
+    let lengths = Set(
+      fields.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
+        .map { $0.trimmingCharacters(in: .whitespaces) })
+    guard lengths.count == 1, let length = lengths.first, !length.isEmpty, length.allSatisfy(\.isASCII),
+      length.allSatisfy(\.isNumber), let count = Int64(length)
     else { throw URLError(.cannotParseResponse) }
     self = .length(count)
   }

@@ -171,6 +171,8 @@ final class SocketTask: ExchangeTask {
     guard let url = request.url, let host = url.host else { throw URLError(.badURL) }
     let port = url.port ?? 80
     let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : 60
+    // A body that cannot be sent (a stream of chunks read already) fails before connecting.
+    let outgoing = try OutgoingBody(body, request: request)
     let connection = try SocketConnection.connect(host: host, port: port, idleTimeout: timeout)
     let started = phase.withLock { phase in
       guard case .running = phase else { return false }
@@ -183,7 +185,6 @@ final class SocketTask: ExchangeTask {
     }
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 1)
     defer { buffer.deallocate() }
-    let outgoing = try OutgoingBody(body, request: request)
     let head = requestHead(url: url, host: host, port: port, body: outgoing)
     try connection.send(contentsOf: head)
     // A server may answer before it has read the whole body (a 413, say) and close: the answer
@@ -308,6 +309,8 @@ private struct OutgoingBody {
     case data(Data)
     case file(FileHandle)
     case stream(InputStream)
+    /// Chunks taken from a sequence as it yields them.
+    case live(LiveUploadStream)
   }
   private let source: Source
   /// `.length` with the body's size, or `.chunked` for a stream of unknown length.
@@ -330,6 +333,12 @@ private struct OutgoingBody {
       }
       source = .file(handle)
       framing = .length(Int64(size))
+    case .stream(let live as LiveUploadStream):
+      guard !live.isStopped else {
+        throw URLError(.cannotOpenFile, userInfo: [NSLocalizedDescriptionKey: "The stream of chunks stopped"])
+      }
+      source = .live(live)
+      framing = live.length.map { .length($0) } ?? .chunked
     case .stream(let stream):
       let input = stream.makeInputStream()
       input.open()
@@ -347,7 +356,7 @@ private struct OutgoingBody {
       switch source {
       case .file(let handle): try? handle.close()
       case .stream(let input): input.close()
-      case .data: break
+      case .data, .live: break
       }
     }
     switch source {
@@ -374,6 +383,49 @@ private struct OutgoingBody {
       }
     case .stream(let input):
       try send(input, over: connection, buffer: buffer, sent: sent)
+    case .live(let live):
+      try send(live, over: connection, sent: sent)
+    }
+  }
+
+  /// Sends the chunks of `live` as the sequence yields them: with `Content-Length` when its
+  /// length is known (a total that differs fails the upload), else in chunked coding.
+  private func send(
+    _ live: LiveUploadStream, over connection: SocketConnection, sent: (Int64) -> Void
+  ) throws(URLError) {
+    var total: Int64 = 0
+    let stopped = URLError(
+      .cannotOpenFile, userInfo: [NSLocalizedDescriptionKey: "The stream of chunks stopped"])
+    func mismatch() -> URLError {
+      let length = live.length ?? 0
+      let yielded = total > length ? "more than \(length) bytes" : "\(total) bytes, not the \(length)"
+      live.stop(with: .invalidRequest("the stream of chunks yielded \(yielded) of its length"))
+      return stopped
+    }
+    while true {
+      switch live.next() {
+      case .stopped:
+        throw stopped
+      case .end:
+        if let length = live.length {
+          guard total == length else { throw mismatch() }
+        } else {
+          try connection.send(contentsOf: Array("0\r\n\r\n".utf8))
+        }
+        return
+      case .chunk(let chunk):
+        let before = total
+        total += Int64(chunk.count)
+        if let length = live.length {
+          guard total <= length else { throw mismatch() }
+          try connection.send(contentsOf: chunk) { sent(before) }
+        } else {
+          try connection.send(contentsOf: Array("\(String(chunk.count, radix: 16))\r\n".utf8))
+          try connection.send(contentsOf: chunk) { sent(before) }
+          try connection.send(contentsOf: Array("\r\n".utf8))
+        }
+        sent(total)
+      }
     }
   }
 
@@ -448,7 +500,9 @@ private struct Reader {
 
   /// Reads the head of the final response, skipping interim (1xx) ones.
   mutating func readHead() throws(URLError) -> HTTP1ResponseHead {
-    while true {
+    // A server that sends interim responses without end would keep the task reading: bytes keep
+    // arriving, so no idle timeout ends it.
+    for _ in 0...Self.maximumInterimResponses {
       var scanned = 0
       while true {
         if let length = HTTP1ResponseHead.end(in: unconsumed) {
@@ -473,7 +527,15 @@ private struct Reader {
         }
       }
     }
+    throw URLError(
+      .cannotParseResponse,
+      userInfo: [
+        NSLocalizedDescriptionKey: "More than \(Self.maximumInterimResponses) interim (1xx) responses"
+      ])
   }
+
+  /// The most interim (1xx) responses read before the final one.
+  static let maximumInterimResponses = 16
 
   /// Reads the body framed as `framing`, passing its bytes to `emit` as they arrive.
   mutating func readBody(

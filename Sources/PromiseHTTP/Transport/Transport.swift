@@ -160,10 +160,20 @@ final class Transport: Sendable {
   private func makeTask(
     _ request: URLRequest, settings: ExchangeSettings
   ) -> (any ExchangeTask, (any UploadBodyStream)?) {
-    let body = settings.uploadBody?.makeTaskBody()
+    var body = settings.uploadBody?.makeTaskBody()
     if settings.prefersSocketTransport, socketSettings.serves(request) {
       let stream: (any UploadBodyStream)? = if case .stream(let stream) = body { stream } else { nil }
       return (SocketTask(request, body: body, settings: socketSettings), stream)
+    }
+    if case .stream(let live as LiveUploadStream) = body {
+      // A sequence sent as it is produced needs the socket transport (a hop to HTTPS, say, cannot
+      // have it): the body fails with a reason instead of being read on FoundationNetworking's queue.
+      live.stop(
+        with: .invalidRequest(
+          "a stream of chunks is sent as it is produced over plain HTTP only; this hop needs URLSession"))
+      body = .stream(
+        LiveUploadStream(failed: live.failure ?? .invalidRequest("the stream of chunks stopped")))
+      return (SocketTask(request, body: body, settings: socketSettings), live)
     }
     switch body {
     case nil:
