@@ -256,13 +256,13 @@ struct DownloadTests {
     }
   }
 
-  @Test(arguments: [HTTPClient.DownloadTransport.automatic, .urlSession])
-  func anUnacceptableStatusRejectsAndLeavesNoFile(_ transport: HTTPClient.DownloadTransport) async throws {
+  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
+  func anUnacceptableStatusRejectsAndLeavesNoFile(_ transport: HTTPClient.TransferTransport) async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
         router.on("GET", "/file") { _ in .respond(.text("no such file", status: 404)) }
       }) { server in
-        let client = server.client(downloadTransport: transport)
+        let client = server.client(transferTransport: transport)
         let (result, _) = await outcome(of: client.download("file", to: directory.file()))
         #expect(httpError(result)?.statusCode == 404)
         #expect(httpError(result)?.description.contains("no such file") == true)

@@ -120,14 +120,14 @@ struct UploadTests {
 
   /// Through `URLSession` the chunks are written to a file first, sent with its length; over the
   /// socket transport they are sent as they come, chunked (no length is known).
-  @Test(arguments: [HTTPClient.DownloadTransport.automatic, .urlSession])
-  func aStreamOfChunksIsSentWhole(_ transport: HTTPClient.DownloadTransport) async throws {
+  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
+  func aStreamOfChunksIsSentWhole(_ transport: HTTPClient.TransferTransport) async throws {
     let pieces = (0..<64).map { Self.pattern(1000 + $0 * 97).prefix(1000 + $0 * 97) }.map { Data($0) }
     let expected = pieces.reduce(Data(), +)
     try await withServer({ router in
       router.on("POST", "/stream") { request in .respond(.text("\(request.body.count)")) }
     }) { server in
-      let client = server.client(downloadTransport: transport)
+      let client = server.client(transferTransport: transport)
       let (progress, stream) = TransferProgressHandler.makeStream(interval: .milliseconds(1))
       let collected = Self.updates(stream)
       let response = try await client.upload(.stream(Self.chunks(pieces)), to: "stream", progress: progress)
@@ -406,7 +406,7 @@ struct UploadTests {
     try await withServer({ router in
       router.on("PUT", "/stream") { _ in calls.next() == 1 ? .closeImmediately : .respond(.text("ok")) }
     }) { server in
-      let client = server.client(retryPolicy: quickRetries(), downloadTransport: .urlSession)
+      let client = server.client(retryPolicy: quickRetries(), transferTransport: .urlSession)
       _ = try await client.upload(.stream(Self.chunks(pieces)), to: "stream", method: .put).value
       #expect(server.requests.count == 2)
       for request in server.requests { #expect(Data(request.body) == pieces.reduce(Data(), +)) }

@@ -6,23 +6,26 @@ import Promises
 #endif
 
 extension HTTPClient {
-  /// How a client's downloads and streamed responses reach the server:
-  /// `Configuration.downloadTransport`.
-  public enum DownloadTransport: Sendable, Hashable {
-    /// A download or a streamed response over plain HTTP is read from a TCP connection of its
-    /// own, on a thread of its own: the body is read only as fast as the file (or the stream's
-    /// reader) takes it, so memory stays flat, TCP holds the server back, and nothing is queued
-    /// per piece. Everything else — HTTPS, a proxy (the session's, or the `http_proxy` and
-    /// `all_proxy` environment variables), credentials in the URL, a session with protocol
-    /// classes of your own, and every other request — goes through `URLSession`.
+  /// How a client's transfers — downloads, uploads and streamed responses — reach the server:
+  /// `Configuration.transferTransport`.
+  public enum TransferTransport: Sendable, Hashable {
+    /// A transfer over plain HTTP goes over a TCP connection of its own, on a thread of its own
+    /// (the socket transport): a body is read only as fast as the file (or the stream's reader)
+    /// takes it, and sent as fast as the file is read or the sequence yields it, so memory
+    /// stays flat, TCP holds the faster side back, and nothing is queued per piece. Everything
+    /// else — HTTPS, a proxy (the session's, or the `http_proxy` and `all_proxy` environment
+    /// variables), credentials in the URL, a session with protocol classes of your own, and
+    /// every request that is not a transfer (`get`, `send`, …) — goes through `URLSession`.
     ///
     /// The socket transport sends the session's `httpAdditionalHeaders` and uses its cookie
-    /// storage, as the session would. It asks for `Accept-Encoding: identity` unless the request
-    /// names an encoding, and does not decode a `Content-Encoding` (a server that encodes anyway
-    /// has its bytes passed on as sent, like `curl -o`); it does not use the session's cache.
+    /// storage, as the session would. It opens a connection per request (none is kept alive). It
+    /// asks for `Accept-Encoding: identity` unless the request names an encoding, and does not
+    /// decode a `Content-Encoding` (a server that encodes anyway has its bytes passed on as
+    /// sent, like `curl -o`); it does not use the session's cache.
     case automatic
-    /// Every request goes through the client's `URLSession`: downloads and streamed responses
-    /// too (a streamed body the reader has not taken then waits in a temporary file).
+    /// Every request goes through the client's `URLSession`, transfers too: a streamed body the
+    /// reader has not taken then waits in a temporary file, and a `.stream` upload is written to
+    /// a temporary file before it is sent.
     case urlSession
   }
 
@@ -96,13 +99,13 @@ extension HTTPClient {
     /// on counts that on this scheduler. libcurl's own whole-second timeout, set just beyond
     /// the client's deadline as a backstop, is always real time.
     public var scheduler: any PromiseScheduler
-    /// How downloads (`HTTPClient.download`) and streamed responses (`HTTPClient.stream`)
-    /// reach the server; `.automatic`.
+    /// How transfers — `HTTPClient.download`, `upload` and `stream` — reach the server;
+    /// `.automatic`.
     ///
-    /// `.automatic` reads them over plain HTTP from a socket of their own, at the pace of the
-    /// file or the reader, and leaves everything else to `URLSession` (see
-    /// `HTTPClient.DownloadTransport`). `.urlSession` sends them through the session.
-    public var downloadTransport: DownloadTransport = .automatic
+    /// `.automatic` sends them over plain HTTP on a socket of their own, at the pace of the
+    /// file, the sequence or the reader, and leaves everything else to `URLSession` (see
+    /// `HTTPClient.TransferTransport`). `.urlSession` sends them through the session.
+    public var transferTransport: TransferTransport = .automatic
 
     /// `HTTPClient.defaultTimeout`, where its rationale is.
     @usableFromInline static let defaultTimeout: Duration = .seconds(30)

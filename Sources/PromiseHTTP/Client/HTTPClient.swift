@@ -175,7 +175,7 @@ public final class HTTPClient: Sendable {
       baseURL: baseURL, defaultHeaders: defaultHeaders, sensitiveHeaders: sensitiveNames,
       sensitiveParameters: sensitiveParameters)
     self.transport = Transport(
-      configuration: session, callbackQueue: queue, downloadTransport: configuration.downloadTransport)
+      configuration: session, callbackQueue: queue, transferTransport: configuration.transferTransport)
   }
 
   /// Creates a client that uses the configuration of `session`: its cookie storage, cache,
@@ -396,7 +396,7 @@ public final class HTTPClient: Sendable {
   }
 
   /// Whether a transfer of `request` (a download, an upload, a stream) goes over the socket
-  /// transport rather than `URLSession` (see `DownloadTransport`).
+  /// transport rather than `URLSession` (see `TransferTransport`).
   func socketTransportServes(_ request: URLRequest) -> Bool {
     transport.socketSettings.serves(request)
   }

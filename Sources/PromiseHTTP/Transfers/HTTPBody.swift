@@ -3,18 +3,21 @@ import Foundation
 /// The body of an upload: bytes, a file, a stream of chunks, or a multipart form.
 ///
 /// Send one with `HTTPClient.upload(_:to:method:query:headers:deadline:progress:file:line:)`.
-/// How each kind goes on the wire (FoundationNetworking, Swift 6.3.1):
+/// How each kind goes on the wire:
 ///
 /// | body | framing | memory | a retry, or a 307/308 |
 /// | --- | --- | --- | --- |
 /// | `data` | `Content-Length` | the bytes | sends them again |
-/// | `file` | `Content-Length`: the file's size | a few buffers of 16 KiB | sends it again from the start |
+/// | `file` | `Content-Length`: the file's size | one buffer (256 KiB over a socket, 16 KiB pieces through `URLSession`) | sends it again from the start |
 /// | `multipart` | `Content-Length` when every part is in memory, else chunked | a 64 KiB read of a file | sends it again from the start |
-/// | `stream` | `Content-Length`, from a temporary file it is written to first | one chunk | sends the file again |
+/// | `stream` over plain HTTP | `Content-Length` if you give `length`, else chunked; sent as the sequence yields it | one chunk ahead | never: the sequence is read once (not retried; a 307/308 rejects) |
+/// | `stream` through `URLSession` | `Content-Length`, from a temporary file it is written to first | one chunk | sends the file again |
 ///
-/// A body FoundationNetworking reads as a stream is always sent with chunked transfer coding:
-/// given a `Content-Length` field as well, libcurl sends both, which is not a valid request. A
-/// server that needs the length of a form with files gets it from a file:
+/// Over plain HTTP an upload goes over a connection of its own (the socket transport, see
+/// `HTTPClient.TransferTransport`); over HTTPS, or through a proxy, through the client's
+/// `URLSession`. A form with files is always sent chunked: FoundationNetworking, given a
+/// `Content-Length` field with a body it reads as a stream, sends both, which is not a valid
+/// request. A server that needs the length of a form with files gets it from a file:
 /// `MultipartForm.write(to:)`, then `.file(url)`.
 public struct HTTPBody: Sendable {
   enum Content: Sendable {
@@ -44,17 +47,23 @@ public struct HTTPBody: Sendable {
   /// Returns a body of the chunks `chunks` yields; `length`, if you know it, is the total they
   /// must add up to.
   ///
-  /// The chunks are written to a temporary file as they come (memory: one chunk), and the file
-  /// is sent once the sequence ends, with its `Content-Length`, then removed when the request
-  /// settles. So a retry sends the same bytes again, as for a file. The sequence is not read
-  /// straight into the connection because FoundationNetworking reads a body stream on a work
-  /// queue that every `URLSession` of the process shares, and cannot be told to come back later:
-  /// waiting there for a chunk blocked every other request of the process, and the threads that
-  /// started them (measured on Swift 6.3.1), and deadlocks when the chunks come from a request.
+  /// Over plain HTTP (the socket transport, see `HTTPClient.TransferTransport`) the chunks are
+  /// sent as the sequence yields them, one chunk ahead of the connection, with `Content-Length`
+  /// when `length` is given, else chunked. The sequence is read once: the upload is not retried,
+  /// and a 307 or 308 that would send the body again rejects with `HTTPError.invalidRequest`.
+  ///
+  /// Through `URLSession` (HTTPS, a proxy) the chunks are written to a temporary file as they
+  /// come (memory: one chunk), and the file is sent once the sequence ends, with its
+  /// `Content-Length`, then removed when the request settles; a retry sends the same bytes
+  /// again, as for a file. FoundationNetworking reads a body stream on a work queue that every
+  /// `URLSession` of the process shares, and cannot be told to come back later: waiting there for
+  /// a chunk blocked every other request of the process, and the threads that started them
+  /// (measured on Swift 6.3.1), and deadlocks when the chunks come from a request.
   ///
   /// When the sequence throws, or its chunks do not add up to `length`, the upload is rejected
-  /// with `HTTPError.invalidRequest` saying so, and nothing is sent. Cancelling the promise
-  /// stops the sequence (its task is cancelled).
+  /// with `HTTPError.invalidRequest` saying so (through `URLSession`, before anything is sent;
+  /// over a socket, the connection is closed mid-body). Cancelling the promise stops the sequence
+  /// (its task is cancelled).
   ///
   /// - Parameters:
   ///   - chunks: The chunks of the body, in order; empty chunks are skipped.

@@ -54,7 +54,7 @@ public struct HTTPStreamingResponse: Sendable, CustomStringConvertible {
 ///
 /// Chunks are as the transport delivered them: their boundaries carry no meaning. Through
 /// `URLSession` a compressed body is decompressed; over the socket transport (plain HTTP, see
-/// `HTTPClient.DownloadTransport`) no encoding is asked for and none is decoded. The sequence
+/// `HTTPClient.TransferTransport`) no encoding is asked for and none is decoded. The sequence
 /// ends after the last byte, or throws the error that ended the request (`HTTPError`),
 /// `CancellationError` after a cancellation, or an `HTTPStreamError`.
 ///

@@ -17,7 +17,7 @@ struct SocketTransportSettings: Sendable {
   /// Whether responses' cookies are stored (the storage's accept policy is not `.never`).
   var acceptsCookies: Bool
 
-  init(configuration: URLSessionConfiguration, transport: HTTPClient.DownloadTransport) {
+  init(configuration: URLSessionConfiguration, transport: HTTPClient.TransferTransport) {
     additionalHeaders = (configuration.httpAdditionalHeaders ?? [:]).compactMap { name, value in
       guard let name = name as? String else { return nil }
       return (name, "\(value)")

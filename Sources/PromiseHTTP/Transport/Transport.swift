@@ -96,9 +96,9 @@ final class Transport: Sendable {
 
   init(
     configuration: URLSessionConfiguration, callbackQueue: DispatchQueue,
-    downloadTransport: HTTPClient.DownloadTransport = .automatic
+    transferTransport: HTTPClient.TransferTransport = .automatic
   ) {
-    self.socketSettings = SocketTransportSettings(configuration: configuration, transport: downloadTransport)
+    self.socketSettings = SocketTransportSettings(configuration: configuration, transport: transferTransport)
     let delegate = SessionDelegate()
     // The delegate's events run on a serial operation queue of their own, not on one whose
     // `underlyingQueue` is the client's queue: FoundationNetworking queues every body chunk
