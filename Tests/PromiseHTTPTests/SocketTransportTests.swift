@@ -489,31 +489,6 @@ struct SocketTransportTests {
     }
   }
 
-  @Test func cancellingMidBodyLeavesNoFileAndClosesTheConnection() async throws {
-    let queue = DispatchQueue(label: "SocketTransportTests.cancel")
-    try await withDownloadDirectory { directory in
-      try await withServer({ router in
-        router.on("GET", "/file") { _ in
-          .wrongContentLength(ServerResponse(body: Self.content), declared: Self.content.count * 2)
-        }
-      }) { server in
-        // A 30 s idle timeout: only the cancellation can close the connection within the wait.
-        let client = HTTPClient(
-          baseURL: server.baseURL, configuration: .init(callbackQueue: queue, retryPolicy: .none))
-        let (handler, updates) = TransferProgressHandler.makeStream(interval: .zero)
-        let download = client.download("file", to: directory.file(), progress: handler)
-        for await update in updates where update.completedBytes > 0 { break }
-        #expect(server.server.openConnectionCount == 1)
-        download.cancel()
-        let (result, _) = await outcome(of: download)
-        #expect(throws: CancellationError.self) { try result.get() }
-        #expect(await eventually { server.server.openConnectionCount == 0 })
-        await offThePool { queue.sync {} }
-        #expect(directory.names.isEmpty)
-        expectSent(over: .automatic, server.requests)
-      }
-    }
-  }
 }
 
 /// The connection of the socket transport on its own: its idle timeout and its stop.

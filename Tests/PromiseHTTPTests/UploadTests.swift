@@ -413,6 +413,32 @@ struct UploadTests {
     }
   }
 
+  /// A server may answer before it has read the body (a 413) and close: the answer is what the
+  /// upload gets, not the broken connection, over either transport.
+  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
+  func anAnswerBeforeTheBodyIsDelivered(_ transport: HTTPClient.TransferTransport) async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let url = try scratch.file("big.bin", Self.pattern(8 << 20))
+    try await withServer({ router in
+      router.on(
+        "PUT", "/upload", body: { _ in .respondBeforeBody(.respond(.text("too large", status: 413))) }
+      ) {
+        _ in .respond(.text("read"))
+      }
+    }) { server in
+      let client = server.client(transferTransport: transport)
+      let (result, _) = await outcome(of: client.upload(.file(url), to: "upload", method: .put))
+      guard case .unacceptableStatus(let status, _, let excerpt, _)? = httpError(result) else {
+        Issue.record("got \(String(describing: httpError(result)))")
+        return
+      }
+      #expect(status == 413)
+      #expect(excerpt == "too large")
+      expectSent(over: transport, server.requests)
+    }
+  }
+
   @Test func aRedirectThatRepeatsTheBodySendsTheFileAgain() async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }

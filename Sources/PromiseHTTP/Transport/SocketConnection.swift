@@ -98,7 +98,7 @@ final class SocketConnection: Sendable {
         Glibc.close(fd)
         throw failure(.cannotConnectToHost, errno: code, doing: "Failed to connect")
       }
-      guard wait(fd, for: Int16(POLLOUT), timeout: idleTimeout) else {
+      guard wait(fd, for: Int16(POLLOUT), timeout: idleTimeout) != nil else {
         Glibc.close(fd)
         throw URLError(.timedOut, userInfo: [NSLocalizedDescriptionKey: "Connection timed out"])
       }
@@ -134,8 +134,17 @@ final class SocketConnection: Sendable {
       let code = errno
       if sent < 0, code == EINTR { continue }
       if sent < 0, code == EAGAIN || code == EWOULDBLOCK {
-        guard Self.waitToSend(fd, timeout: idleTimeout, flowing: flowing) else { throw try timedOut() }
-        continue
+        switch Self.waitToSend(fd, timeout: idleTimeout, flowing: flowing) {
+        case .writable:
+          continue
+        case .answered:
+          // The server answered (a 413, say) without reading the rest: the caller reads it.
+          throw URLError(
+            .networkConnectionLost,
+            userInfo: [NSLocalizedDescriptionKey: "The server answered before the whole body was sent"])
+        case .idle:
+          throw try timedOut()
+        }
       }
       if isStopped { throw URLError(.cancelled) }
       throw Self.failure(.networkConnectionLost, errno: code, doing: "Send failure")
@@ -165,7 +174,7 @@ final class SocketConnection: Sendable {
       let code = errno
       if code == EINTR { continue }
       if code == EAGAIN || code == EWOULDBLOCK {
-        guard Self.wait(fd, for: Int16(POLLIN), timeout: idleTimeout) else { throw try timedOut() }
+        guard Self.wait(fd, for: Int16(POLLIN), timeout: idleTimeout) != nil else { throw try timedOut() }
         continue
       }
       if isStopped { throw URLError(.cancelled) }
@@ -206,24 +215,36 @@ final class SocketConnection: Sendable {
       ])
   }
 
-  /// Waits until `fd` can take more bytes, or returns `false` once the peer took nothing for
-  /// `timeout` seconds.
+  /// What a sender waiting on a full send buffer found.
+  private enum SendWait {
+    /// The socket takes more bytes (or has failed: the next send says how).
+    case writable
+    /// The server sent something (its response) while the request's body was being sent.
+    case answered
+    /// The peer took nothing for a whole idle timeout.
+    case idle
+  }
+
+  /// Waits until `fd` can take more bytes or has something to read, or until the peer took
+  /// nothing for `timeout` seconds.
   ///
   /// Checks the bytes not yet acknowledged (`TIOCOUTQ`) every 100 ms and calls
   /// `flowing` when they went down.
-  private static func waitToSend(_ fd: Int32, timeout: TimeInterval, flowing: () -> Void) -> Bool {
+  private static func waitToSend(_ fd: Int32, timeout: TimeInterval, flowing: () -> Void) -> SendWait {
     let limit = UInt64(max(0, min(timeout, 1e9)) * 1e9)
     var lastLife = DispatchTime.now().uptimeNanoseconds
     var queued = unacknowledged(fd)
     while true {
-      if wait(fd, for: Int16(POLLOUT), timeout: min(timeout, 0.1)) { return true }
+      if let events = wait(fd, for: Int16(POLLOUT) | Int16(POLLIN), timeout: min(timeout, 0.1)) {
+        return events & Int16(POLLIN) != 0 ? .answered : .writable
+      }
       let now = unacknowledged(fd)
       if let before = queued, let now, now < before {
         flowing()
         lastLife = DispatchTime.now().uptimeNanoseconds
       }
       queued = now ?? queued
-      if DispatchTime.now().uptimeNanoseconds - lastLife >= limit { return false }
+      if DispatchTime.now().uptimeNanoseconds - lastLife >= limit { return .idle }
     }
   }
 
@@ -237,19 +258,21 @@ final class SocketConnection: Sendable {
     #endif
   }
 
-  /// Waits until `fd` is ready for `events` (or has failed, or was shut down); returns `false`
-  /// after `timeout` seconds without it.
-  private static func wait(_ fd: Int32, for events: Int16, timeout: TimeInterval) -> Bool {
+  /// Waits until `fd` is ready for `events` (or has failed, or was shut down) and returns the
+  /// events it reports; `nil` after `timeout` seconds without any.
+  @discardableResult
+  private static func wait(_ fd: Int32, for events: Int16, timeout: TimeInterval) -> Int16? {
     let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(max(0, min(timeout, 1e9)) * 1e9)
     while true {
       let now = DispatchTime.now().uptimeNanoseconds
-      guard now < deadline else { return false }
+      guard now < deadline else { return nil }
       // At most a day per poll: the milliseconds of a longer timeout overflow poll's Int32.
       let milliseconds = Int32(min((deadline - now) / 1_000_000 + 1, 86_400_000))
       var entry = pollfd(fd: fd, events: events, revents: 0)
       let ready = poll(&entry, 1, milliseconds)
-      if ready > 0 { return true }
-      if ready < 0, errno != EINTR { return true }
+      if ready > 0 { return entry.revents }
+      // A failed poll: the next read or write says why.
+      if ready < 0, errno != EINTR { return events }
     }
   }
 
