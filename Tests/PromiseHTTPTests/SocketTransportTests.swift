@@ -38,7 +38,30 @@ struct SocketTransportSettingsTests {
   ) -> SocketTransportSettings {
     let configuration = HTTPClient.makeDefaultConfiguration()
     configure(configuration)
-    return SocketTransportSettings(configuration: configuration, transport: transport)
+    return SocketTransportSettings(configuration: configuration, transport: transport, environment: [:])
+  }
+
+  @Test func theEnvironmentsProxyTurnsItOffButForTheHostsNoProxyExempts() {
+    func settings(_ environment: [String: String]) -> SocketTransportSettings {
+      SocketTransportSettings(
+        configuration: HTTPClient.makeDefaultConfiguration(), transport: .automatic, environment: environment)
+    }
+    let exempting = settings([
+      "http_proxy": "http://proxy.example:3128", "no_proxy": "localhost, .internal.example,127.0.0.1",
+    ])
+    #expect(exempting.serves(makeRequest("http://127.0.0.1:8080/file")))
+    #expect(exempting.serves(makeRequest("http://LOCALHOST:8080/file")))
+    #expect(exempting.serves(makeRequest("http://api.internal.example/file")))
+    #expect(exempting.serves(makeRequest("http://internal.example/file")))
+    #expect(!exempting.serves(makeRequest("http://example.com/file")))
+    #expect(!exempting.serves(makeRequest("http://notinternal.example/file")))
+    #expect(!exempting.serves(makeRequest("http://127.0.0.10/file")))
+    #expect(
+      settings(["ALL_PROXY": "socks5://proxy.example", "NO_PROXY": "*"]).serves(makeRequest("http://a.b/f")))
+    #expect(!settings(["http_proxy": "http://proxy.example"]).serves(makeRequest("http://127.0.0.1/file")))
+    #expect(!settings(["all_proxy": "http://proxy.example"]).serves(makeRequest("http://127.0.0.1/file")))
+    // An empty variable names no proxy.
+    #expect(settings(["http_proxy": ""]).serves(makeRequest("http://127.0.0.1/file")))
   }
 
   @Test(

@@ -14,7 +14,7 @@ extension HTTPClient {
     /// takes it, and sent as fast as the file is read or the sequence yields it, so memory
     /// stays flat, TCP holds the faster side back, and nothing is queued per piece. Everything
     /// else — HTTPS, a proxy (the session's, or the `http_proxy` and `all_proxy` environment
-    /// variables), credentials in the URL, a session with protocol classes of your own, and
+    /// variables, for a host `no_proxy` does not exempt), credentials in the URL, a session with protocol classes of your own, and
     /// every request that is not a transfer (`get`, `send`, …) — goes through `URLSession`.
     ///
     /// The socket transport sends the session's `httpAdditionalHeaders` and uses its cookie

@@ -7,8 +7,8 @@ import Promises
 
 /// What the socket transport needs of a client's session configuration, read once.
 struct SocketTransportSettings: Sendable {
-  /// Whether the socket transport may serve a client's downloads at all: no proxy, no
-  /// protocol class of the caller's, and not turned off.
+  /// Whether the socket transport may serve a client's transfers at all: no proxy in the
+  /// session's configuration, no protocol class of the caller's, and not turned off.
   var isAvailable: Bool
   /// `URLSessionConfiguration.httpAdditionalHeaders`, sent unless the request sets the field.
   var additionalHeaders: [(name: String, value: String)]
@@ -16,8 +16,14 @@ struct SocketTransportSettings: Sendable {
   var cookieStorage: HTTPCookieStorage?
   /// Whether responses' cookies are stored (the storage's accept policy is not `.never`).
   var acceptsCookies: Bool
+  /// The hosts libcurl reaches without the environment's proxy (`no_proxy`), when the
+  /// environment names one; `nil` when it names none.
+  var proxyExemptions: [String]?
 
-  init(configuration: URLSessionConfiguration, transport: HTTPClient.TransferTransport) {
+  init(
+    configuration: URLSessionConfiguration, transport: HTTPClient.TransferTransport,
+    environment: [String: String] = ProcessInfo.processInfo.environment
+  ) {
     additionalHeaders = (configuration.httpAdditionalHeaders ?? [:]).compactMap { name, value in
       guard let name = name as? String else { return nil }
       return (name, "\(value)")
@@ -25,6 +31,28 @@ struct SocketTransportSettings: Sendable {
     cookieStorage = configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil
     acceptsCookies = configuration.httpCookieAcceptPolicy != .never
     isAvailable = transport == .automatic && Self.canServe(configuration)
+    // libcurl honours these for plain HTTP; `no_proxy` exempts hosts from them.
+    let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"].contains {
+      environment[$0]?.isEmpty == false
+    }
+    proxyExemptions =
+      proxied
+      ? (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",")
+        .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+      : nil
+  }
+
+  /// Whether libcurl would reach `host` without the environment's proxy: no proxy is named, or
+  /// `no_proxy` is `*`, names the host, or a domain the host is in (`example.com` and
+  /// `.example.com` both cover `api.example.com`).
+  func bypassesProxy(_ host: String) -> Bool {
+    guard let exemptions = proxyExemptions else { return true }
+    let host = host.lowercased()
+    return exemptions.contains { entry in
+      if entry == "*" { return true }
+      let domain = entry.hasPrefix(".") ? String(entry.dropFirst()) : entry
+      return host == domain || host.hasSuffix("." + domain)
+    }
   }
 
   /// Whether a session with `configuration` would reach a plain-HTTP server directly, without
@@ -32,12 +60,6 @@ struct SocketTransportSettings: Sendable {
   private static func canServe(_ configuration: URLSessionConfiguration) -> Bool {
     #if canImport(Glibc)
       if let proxies = configuration.connectionProxyDictionary, !proxies.isEmpty { return false }
-      // libcurl honours these for plain HTTP.
-      let environment = ProcessInfo.processInfo.environment
-      for name in ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
-      where environment[name]?.isEmpty == false {
-        return false
-      }
       // Foundation's own protocol classes are named with a leading underscore
       // (`_HTTPURLProtocol`); any other was registered by the caller.
       let classes = configuration.protocolClasses ?? []
@@ -54,7 +76,7 @@ struct SocketTransportSettings: Sendable {
   /// through `URLSession`.
   func serves(_ request: URLRequest) -> Bool {
     guard isAvailable, let url = request.url, url.scheme?.lowercased() == "http",
-      let host = url.host, !host.isEmpty, url.user == nil, url.password == nil,
+      let host = url.host, !host.isEmpty, bypassesProxy(host), url.user == nil, url.password == nil,
       request.httpBodyStream == nil
     else { return false }
     let method = request.httpMethod ?? "GET"
@@ -168,7 +190,9 @@ final class SocketTask: ExchangeTask {
   }
 
   private func transfer(_ exchange: Exchange, response: inout HTTPURLResponse?) throws(URLError) {
-    guard let url = request.url, let host = url.host else { throw URLError(.badURL) }
+    guard let url = request.url, var host = url.host else { throw URLError(.badURL) }
+    // An IPv6 literal, with or without its brackets depending on the platform's `URL`.
+    if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
     let port = url.port ?? 80
     let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : 60
     // A body that cannot be sent (a stream of chunks read already) fails before connecting.
