@@ -439,6 +439,75 @@ struct UploadTests {
     }
   }
 
+  /// A 303 turns an upload into a GET without a body, over either transport, for a file and
+  /// (over a socket, where it is read once) a stream of chunks alike.
+  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
+  func aSeeOtherAfterAnUploadIsFollowedWithoutTheBody(_ transport: HTTPClient.TransferTransport) async throws
+  {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let url = try scratch.file("form.bin", Self.pattern(100_000))
+    try await withServer({ router in
+      router.on("POST", "/from") { _ in .respond(.redirect(to: "/to", status: 303)) }
+      router.on("GET", "/to") { request in .respond(.text("got \(request.body.count)")) }
+    }) { server in
+      let client = server.client(transferTransport: transport)
+      let file = try await client.upload(.file(url), to: "from").value
+      #expect(file.text == "got 0")
+      let pieces = (0..<4).map { Self.pattern(10_000 + $0) }
+      let stream = try await client.upload(.stream(Self.chunks(pieces)), to: "from").value
+      #expect(stream.text == "got 0")
+      let hops = server.requests.filter { $0.path == "/to" }
+      #expect(hops.count == 2)
+      for hop in hops {
+        #expect(hop.method == "GET")
+        #expect(hop.header("Content-Length") == nil)
+        #expect(hop.header("Transfer-Encoding") == nil)
+      }
+      expectSent(over: transport, server.requests)
+    }
+  }
+
+  /// A `100 Continue` (asked for, or not) while the body is being sent is skipped: the upload
+  /// goes on and gets the final answer.
+  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
+  func anInterimAnswerDuringTheBodyDoesNotStopIt(_ transport: HTTPClient.TransferTransport) async throws {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let content = Self.pattern(8 << 20)
+    let url = try scratch.file("big.bin", content)
+    try await withServer({ router in
+      router.on("PUT", "/up", body: { _ in .throttle(chunkSize: 256 << 10, pause: .milliseconds(20)) }) {
+        request in .respond(.text("\(request.consumedBody?.byteCount ?? -1)"))
+      }
+    }) { server in
+      let client = server.client(timeout: .seconds(30), transferTransport: transport)
+      let response = try await client.upload(
+        .file(url), to: "up", method: .put, headers: ["Expect": "100-continue"]
+      ).value
+      #expect(response.text == "\(content.count)")
+      expectSent(over: transport, server.requests)
+    }
+  }
+
+  @Test func overASocketTheTransportOwnsTheFramingFields() async throws {
+    let pieces = (0..<4).map { Self.pattern(10 + $0) }
+    try await withServer({ router in
+      router.on("POST", "/up") { request in .respond(.text("\(request.body.count)")) }
+    }) { server in
+      // A Content-Length of the caller's beside a body sent chunked would be both: refused (400).
+      let response = try await server.client().upload(
+        .stream(Self.chunks(pieces)), to: "up",
+        headers: ["Content-Length": "46", "Transfer-Encoding": "gzip"]
+      ).value
+      #expect(response.text == "46")
+      let request = try #require(server.requests.first)
+      #expect(request.header("Content-Length") == nil)
+      #expect(request.header("Transfer-Encoding") == "chunked")
+      expectSent(over: .automatic, server.requests)
+    }
+  }
+
   @Test func aRedirectThatRepeatsTheBodySendsTheFileAgain() async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }

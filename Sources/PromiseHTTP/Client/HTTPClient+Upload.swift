@@ -83,10 +83,15 @@ extension HTTPClient {
         // Sent as the sequence yields it, and read once: never retried.
         var live = request
         live.retryPolicy = RetryPolicy.none
+        let source = LiveUploadSource(producer, length: length)
         let prepared = PreparedUpload(
-          source: LiveUploadSource(producer, length: length), length: length,
-          contentType: MultipartForm.defaultFileType)
-        return send(prepared, with: live, reporter: reporter, file: file, line: line)
+          source: source, length: length, contentType: MultipartForm.defaultFileType)
+        // The returned promise is the only observer of the upload's: cancelling it still cancels
+        // the upload, whose own cancellation stops the sequence (`ended`).
+        return send(
+          prepared, with: live, reporter: reporter, ended: { source.uploadSettled() }, file: file, line: line
+        )
+        .whenSettled(on: callbackQueue, file: file, line: line) { _ in source.uploadSettled() }
       case .success(let built):
         return uploadStream(
           producer, length: length, with: request, url: built.url, reporter: reporter, file: file, line: line)
@@ -157,13 +162,14 @@ extension HTTPClient {
   /// Sends `prepared` with `request`, reporting to `reporter`, under the idle timer (the
   /// client's `timeout`) and the request's own deadline.
   private func send(
-    _ prepared: PreparedUpload, with request: HTTPRequest, reporter: ProgressReporter?, file: StaticString,
-    line: UInt
+    _ prepared: PreparedUpload, with request: HTTPRequest, reporter: ProgressReporter?,
+    ended: (@Sendable () -> Void)? = nil, file: StaticString, line: UInt
   ) -> Promise<HTTPResponse> {
     var request = request
     if request.headers["Content-Type"] == nil { request.headers["Content-Type"] = prepared.contentType }
     request.body = prepared.data
     let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
+    if let ended { resolver.onCancel(ended) }
     let idleTimeout = timeout
     var operation: TransferOperation<UploadMonitor>?
     let response = send(

@@ -134,11 +134,13 @@ struct DownloadFile {
     }
     let window = Self.writeBackWindow
     let end = offset + Int64(data.count)
-    if written == nil, end / window > offset / window {
-      // Advice only: a failure changes nothing but the speed.
-      _ = posix_fadvise(
-        descriptor, off_t((end / window - 1) * window), off_t(window), Int32(POSIX_FADV_DONTNEED))
-    }
+    #if canImport(Glibc)
+      if written == nil, end / window > offset / window {
+        // Advice only: a failure changes nothing but the speed.
+        _ = posix_fadvise(
+          descriptor, off_t((end / window - 1) * window), off_t(window), Int32(POSIX_FADV_DONTNEED))
+      }
+    #endif
     return written
   }
 

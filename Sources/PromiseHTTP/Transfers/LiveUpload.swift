@@ -40,6 +40,12 @@ final class LiveUploadSource: UploadBodySource {
     // The socket transport never rewinds.
     nil
   }
+
+  /// Stops the sequence once the upload has settled, whether or not it was ever sent (a
+  /// request refused or cancelled before its exchange leaves no task to abort the stream).
+  func uploadSettled() {
+    stream.abort()
+  }
 }
 
 /// One reading of a sequence of chunks: handed over one at a time from the task that runs the
@@ -105,17 +111,26 @@ final class LiveUploadStream: UploadBodyStream {
 
   /// Ends the stream with `failure` (a length that does not add up, say), unless it has ended.
   func stop(with failure: HTTPError?) {
-    let (producer, reading) = state.withLock {
-      state -> (CheckedContinuation<Bool, Never>?, Task<Void, Never>?) in
-      guard !state.stopped else { return (nil, nil) }
+    let (waiting, reading, neverRead) = state.withLock { state in
+      guard !state.stopped else {
+        return (CheckedContinuation<Bool, Never>?.none, Task<Void, Never>?.none, false)
+      }
       state.stopped = true
       if state.failure == nil { state.failure = failure }
       state.chunk = nil
+      let neverRead = !state.started
+      state.started = true
       defer { state.producer = nil }
-      return (state.producer, state.reading)
+      return (state.producer, state.reading, neverRead)
     }
-    producer?.resume(returning: false)
+    waiting?.resume(returning: false)
     reading?.cancel()
+    if neverRead, let producer {
+      // Stopped before the first chunk was asked for: the sequence still learns that it is
+      // over (an `AsyncStream`'s `onTermination`), from a task cancelled at once that takes
+      // nothing from it.
+      Task { try? await producer.run { _ in false } }.cancel()
+    }
     ready.signal()
   }
 

@@ -135,6 +135,12 @@ final class Exchange: Sendable {
     perform(action)
   }
 
+  /// Whether the current task's response is still wanted: not a 3xx whose hop the exchange
+  /// follows itself, and not after the exchange has ended.
+  var isReceiving: Bool {
+    machine.withLock { $0.stateName == .receiving }
+  }
+
   /// Notes that an authentication challenge was refused, so that the 401 itself is delivered.
   func refuseChallenge() {
     machine.withLock { $0.refuseChallenge() }

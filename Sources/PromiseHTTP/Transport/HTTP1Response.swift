@@ -76,7 +76,8 @@ struct HTTP1ResponseHead: Equatable, Sendable {
       if line.first == " " || line.first == "\t" {
         // An obsolete line folding: part of the previous field's value.
         guard !fields.isEmpty else { throw URLError(.cannotParseResponse) }
-        fields[fields.count - 1].value += " " + line.trimmingCharacters(in: .whitespaces)
+        fields[fields.count - 1].value +=
+          " " + line.replacing("\r", with: " ").trimmingCharacters(in: .whitespaces)
         continue
       }
       guard let colon = line.firstIndex(of: ":") else { throw URLError(.cannotParseResponse) }
@@ -84,7 +85,10 @@ struct HTTP1ResponseHead: Equatable, Sendable {
       guard !name.isEmpty, !name.contains(where: { $0 == " " || $0 == "\t" }) else {
         throw URLError(.cannotParseResponse)
       }
-      let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+      // A bare CR inside a value becomes a space (RFC 9112 §2.2), so it cannot reach a stored
+      // cookie or a field sent back.
+      let value = line[line.index(after: colon)...].replacing("\r", with: " ")
+        .trimmingCharacters(in: .whitespaces)
       fields.append((String(name), value))
     }
     return HTTP1ResponseHead(version: String(parts[0]), statusCode: code, fields: fields)

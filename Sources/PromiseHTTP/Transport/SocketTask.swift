@@ -81,12 +81,17 @@ struct SocketTransportSettings: Sendable {
     else { return false }
     let method = request.httpMethod ?? "GET"
     guard method.utf8.allSatisfy(Self.isTokenByte), method.uppercased() != "CONNECT" else { return false }
-    for (name, value) in request.allHTTPHeaderFields ?? [:] {
-      guard !name.isEmpty, name.utf8.allSatisfy(Self.isTokenByte),
-        !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 })
-      else { return false }
+    for (name, value) in request.allHTTPHeaderFields ?? [:] where !Self.isSafeField(name, value) {
+      return false
     }
     return true
+  }
+
+  /// Whether a field with `name` and `value` can be written into a request head as it is: a
+  /// token for a name, and no CR, LF or NUL in the value.
+  static func isSafeField(_ name: String, _ value: String) -> Bool {
+    !name.isEmpty && name.utf8.allSatisfy(isTokenByte)
+      && !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 })
   }
 
   /// Whether `byte` may appear in a method or a field name (RFC 9110 §5.6.2 `tchar`).
@@ -243,6 +248,9 @@ final class SocketTask: ExchangeTask {
       exchange.redirect(http, to: proposed, taskFollowsRedirects: false) { _ in withheld = false }
       // Withheld: the exchange is being cancelled; its stop ends this thread.
       if withheld { throw URLError(.cancelled) }
+      // The exchange follows the hop with a task of its own, or refused it and has ended: the
+      // 3xx's body is nobody's, and is not read (it could be long, or endless).
+      if !exchange.isReceiving { return }
     }
     guard exchange.receive(http) == .allow else { throw URLError(.cancelled) }
     response = http
@@ -257,17 +265,23 @@ final class SocketTask: ExchangeTask {
     if let query = url.query(percentEncoded: true) { target += "?" + query }
     let hostField = host.contains(":") ? "[\(host)]" : host
     var fields: [(String, String)] = [("Host", port == 80 ? hostField : "\(hostField):\(port)")]
-    var names: Set<String> = ["host"]
+    // The framing fields are the transport's, from the body it sends: a caller's own could
+    // contradict it (both a length and chunked coding) and make the server misread the request.
+    var names: Set<String> = ["host", "content-length", "transfer-encoding"]
     for (name, value) in request.allHTTPHeaderFields ?? [:] where !names.contains(name.lowercased()) {
       names.insert(name.lowercased())
       fields.append((name, value))
     }
-    for (name, value) in settings.additionalHeaders where !names.contains(name.lowercased()) {
+    // The session's fields and stored cookies were not checked with the request's: one that
+    // would break the head is left out.
+    for (name, value) in settings.additionalHeaders
+    where !names.contains(name.lowercased()) && SocketTransportSettings.isSafeField(name, value) {
       names.insert(name.lowercased())
       fields.append((name, value))
     }
     if let storage = settings.cookieStorage, let cookies = storage.cookies(for: url), !cookies.isEmpty,
-      let header = HTTPCookie.requestHeaderFields(with: cookies)["Cookie"]
+      let header = HTTPCookie.requestHeaderFields(with: cookies)["Cookie"],
+      SocketTransportSettings.isSafeField("Cookie", header)
     {
       if let index = fields.firstIndex(where: { $0.0.lowercased() == "cookie" }) {
         fields[index].1 += "; " + header
@@ -281,13 +295,11 @@ final class SocketTask: ExchangeTask {
     if !names.contains("user-agent") { fields.append(("User-Agent", "PromiseHTTP")) }
     switch body.framing {
     case .length(let length):
-      if !names.contains("content-length"),
-        length > 0 || ["POST", "PUT", "PATCH"].contains(method.uppercased())
-      {
+      if length > 0 || ["POST", "PUT", "PATCH"].contains(method.uppercased()) {
         fields.append(("Content-Length", "\(length)"))
       }
     case .chunked:
-      if !names.contains("transfer-encoding") { fields.append(("Transfer-Encoding", "chunked")) }
+      fields.append(("Transfer-Encoding", "chunked"))
     case .none, .untilClose:
       break
     }
@@ -364,11 +376,12 @@ private struct OutgoingBody {
       source = .live(live)
       framing = live.length.map { .length($0) } ?? .chunked
     case .stream(let stream):
+      // A stream's length is not known before its end (a form with files): sent chunked, as
+      // FoundationNetworking sends it.
       let input = stream.makeInputStream()
       input.open()
       source = .stream(input)
-      let declared = request.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
-      framing = declared.map { .length($0) } ?? .chunked
+      framing = .chunked
     }
   }
 
@@ -529,7 +542,11 @@ private struct Reader {
     for _ in 0...Self.maximumInterimResponses {
       var scanned = 0
       while true {
-        if let length = HTTP1ResponseHead.end(in: unconsumed) {
+        // Only the bytes that arrived since the last look are scanned (less the three a line
+        // end may straddle): a head arriving a byte at a time costs linear time, not quadratic.
+        let from = max(0, scanned - 3)
+        if let found = HTTP1ResponseHead.end(in: UnsafeRawBufferPointer(rebasing: unconsumed[from...])) {
+          let length = from + found
           // A long head that arrived in one read is refused too, not only one still arriving.
           guard length <= HTTP1ResponseHead.maximumSize else { throw Self.headTooLong }
           let head = try HTTP1ResponseHead.parse(UnsafeRawBufferPointer(rebasing: unconsumed[..<length]))

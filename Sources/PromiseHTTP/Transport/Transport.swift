@@ -134,7 +134,11 @@ final class Transport: Sendable {
       sensitiveParameters: settings.sensitiveParameters, bodySink: settings.bodySink,
       upload: settings.uploadBody, uploadObserver: settings.uploadObserver,
       startTask: { [self] hop, exchange in
-        let (task, stream) = makeTask(hop, settings: settings)
+        // A hop repeats an upload's body only if it keeps the method (a 307 or 308; a 301 or 302
+        // of anything but a POST): a 303, or a POST turned into a GET, goes without it.
+        var hopSettings = settings
+        if hop.httpMethod?.uppercased() != request.httpMethod?.uppercased() { hopSettings.uploadBody = nil }
+        let (task, stream) = makeTask(hop, settings: hopSettings)
         exchange.attach(stream)
         register(task, with: exchange)
         return task
