@@ -549,6 +549,32 @@ struct UploadTests {
     }
   }
 
+  @Test func cancellingAStreamUploadThatWaitsForItsTurnEndsTheSequence() async throws {
+    try await withServer({ router in
+      router.on("GET", "/slow") { _ in .slowHeaders(.text("late"), delay: .seconds(30)) }
+      router.on("POST", "/stream") { _ in .respond(.text("ok")) }
+    }) { server in
+      // One request at a time, and the slot is taken: the upload never starts.
+      let client = HTTPClient(
+        baseURL: server.baseURL,
+        configuration: .init(retryPolicy: .none, maximumConcurrentRequestsPerHost: 1))
+      let slow = client.get("slow")
+      #expect(await eventually { server.requests.count == 1 })
+      let (chunks, continuation) = AsyncStream<Data>.makeStream()
+      let stopped = AsyncStream<Void>.makeStream()
+      continuation.onTermination = { _ in stopped.continuation.finish() }
+      // Chunks the sequence holds already: it learns of the end only once asked past them.
+      for _ in 0..<3 { continuation.yield(Data(repeating: 1, count: 10)) }
+      let upload = client.upload(.stream(chunks), to: "stream")
+      upload.cancel()
+      let result = await outcome(of: upload)
+      #expect(throws: CancellationError.self) { try result.result.get() }
+      for await _ in stopped.stream {}
+      #expect(server.requests.count == 1)
+      slow.cancel()
+    }
+  }
+
   @Test func theRequestsDeadlineEndsAStreamThatDoesNotEnd() async throws {
     try await withServer({ router in
       router.on("POST", "/stream") { _ in .respond(.text("ok")) }

@@ -70,6 +70,15 @@ final class LiveUploadStream: UploadBodyStream {
     var failure: HTTPError?
     var reading: Task<Void, Never>?
     var started = false
+    /// Chunks dropped since the stream stopped (see `put`).
+    var drained = 0
+
+    /// After a stop: whether the sequence may go on (its chunk is dropped); `nil` before.
+    mutating func drain() -> Bool? {
+      guard stopped else { return nil }
+      drained += 1
+      return drained <= LiveUploadStream.drainLimit
+    }
   }
 
   private let state = LockedBox(State())
@@ -123,13 +132,14 @@ final class LiveUploadStream: UploadBodyStream {
       defer { state.producer = nil }
       return (state.producer, state.reading, neverRead)
     }
-    waiting?.resume(returning: false)
+    // Cancelled first, so that the sequence sees the cancellation when asked for more (`put`).
     reading?.cancel()
+    waiting?.resume(returning: true)
     if neverRead, let producer {
       // Stopped before the first chunk was asked for: the sequence still learns that it is
-      // over (an `AsyncStream`'s `onTermination`), from a task cancelled at once that takes
-      // nothing from it.
-      Task { try? await producer.run { _ in false } }.cancel()
+      // over (an `AsyncStream`'s `onTermination`), from a task cancelled at once that drops
+      // what it takes.
+      Task { [self] in try? await producer.run { chunk in await self.put(chunk) } }.cancel()
     }
     ready.signal()
   }
@@ -174,22 +184,32 @@ final class LiveUploadStream: UploadBodyStream {
   }
 
   /// Hands `chunk` over; returns once it is taken (`true`) or the upload stopped (`false`).
+  ///
+  /// Once the stream has stopped, a chunk is dropped and the sequence asked for the next one, up
+  /// to `drainLimit` times, before it is told to stop: its task is cancelled by then, and a
+  /// sequence learns of that only when asked for an element it does not have yet (an
+  /// `AsyncStream` then runs its `onTermination`); one that had chunks buffered would otherwise
+  /// never know that nobody reads it.
   private func put(_ chunk: Data) async -> Bool {
-    guard !chunk.isEmpty else { return !state.withLock { $0.stopped } }
+    if let goOn = state.withLock({ $0.drain() }) { return goOn }
+    guard !chunk.isEmpty else { return true }
     return await withCheckedContinuation { continuation in
-      let stopped = state.withLock { state -> Bool in
-        guard !state.stopped else { return true }
+      let drained = state.withLock { state -> Bool? in
+        if let goOn = state.drain() { return goOn }
         state.chunk = chunk
         state.producer = continuation
-        return false
+        return nil
       }
-      if stopped {
-        continuation.resume(returning: false)
+      if let drained {
+        continuation.resume(returning: drained)
       } else {
         ready.signal()
       }
     }
   }
+
+  /// The most chunks dropped after a stop before the sequence is told to stop (`put`).
+  static let drainLimit = 64
 
   /// The sequence returned (`failure` nil) or threw.
   private func finish(failure: HTTPError?) {
