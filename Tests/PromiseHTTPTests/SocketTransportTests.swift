@@ -38,13 +38,14 @@ struct SocketTransportSettingsTests {
   ) -> SocketTransportSettings {
     let configuration = HTTPClient.makeDefaultConfiguration()
     configure(configuration)
-    return SocketTransportSettings(configuration: configuration, transport: transport, environment: [:])
+    return SocketTransportSettings(
+      configuration: configuration, enabled: transport == .automatic, environment: [:])
   }
 
   @Test func theEnvironmentsProxyTurnsItOffButForTheHostsNoProxyExempts() {
     func settings(_ environment: [String: String]) -> SocketTransportSettings {
       SocketTransportSettings(
-        configuration: HTTPClient.makeDefaultConfiguration(), transport: .automatic, environment: environment)
+        configuration: HTTPClient.makeDefaultConfiguration(), enabled: true, environment: environment)
     }
     let exempting = settings([
       "http_proxy": "http://proxy.example:3128", "no_proxy": "localhost, .internal.example,127.0.0.1",

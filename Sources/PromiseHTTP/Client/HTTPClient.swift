@@ -175,7 +175,8 @@ public final class HTTPClient: Sendable {
       baseURL: baseURL, defaultHeaders: defaultHeaders, sensitiveHeaders: sensitiveNames,
       sensitiveParameters: sensitiveParameters)
     self.transport = Transport(
-      configuration: session, callbackQueue: queue, transferTransport: configuration.transferTransport)
+      configuration: session, callbackQueue: queue,
+      socketTransfers: configuration.transferTransport == .automatic)
   }
 
   /// Creates a client that uses the configuration of `session`: its cookie storage, cache,

@@ -50,16 +50,7 @@ final class LiveUploadSource: UploadBodySource {
 
 /// One reading of a sequence of chunks: handed over one at a time from the task that runs the
 /// sequence to the socket task's thread, which waits for each.
-final class LiveUploadStream: UploadBodyStream {
-  /// What the sending thread gets next.
-  enum Next {
-    case chunk(Data)
-    /// The sequence ended.
-    case end
-    /// The sequence failed, or the upload was stopped: `failure` says why, if anything did.
-    case stopped
-  }
-
+final class LiveUploadStream: SequentialUploadBody {
   private struct State {
     /// The chunk put and not taken yet.
     var chunk: Data?
@@ -145,10 +136,11 @@ final class LiveUploadStream: UploadBodyStream {
   }
 
   /// Returns the next chunk, waiting for it; starts reading the sequence on the first call.
-  func next() -> Next {
+  func next() -> SequentialUploadChunk {
     startReading()
     while true {
-      let (next, producer) = state.withLock { state -> (Next?, CheckedContinuation<Bool, Never>?) in
+      let (next, producer) = state.withLock {
+        state -> (SequentialUploadChunk?, CheckedContinuation<Bool, Never>?) in
         if state.stopped { return (.stopped, nil) }
         if let chunk = state.chunk {
           state.chunk = nil

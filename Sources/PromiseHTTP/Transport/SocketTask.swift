@@ -21,7 +21,7 @@ struct SocketTransportSettings: Sendable {
   var proxyExemptions: [String]?
 
   init(
-    configuration: URLSessionConfiguration, transport: HTTPClient.TransferTransport,
+    configuration: URLSessionConfiguration, enabled: Bool,
     environment: [String: String] = ProcessInfo.processInfo.environment
   ) {
     additionalHeaders = (configuration.httpAdditionalHeaders ?? [:]).compactMap { name, value in
@@ -30,7 +30,7 @@ struct SocketTransportSettings: Sendable {
     }
     cookieStorage = configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil
     acceptsCookies = configuration.httpCookieAcceptPolicy != .never
-    isAvailable = transport == .automatic && Self.canServe(configuration)
+    isAvailable = enabled && Self.canServe(configuration)
     // libcurl honours these for plain HTTP; `no_proxy` exempts hosts from them.
     let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"].contains {
       environment[$0]?.isEmpty == false
@@ -346,7 +346,7 @@ private struct OutgoingBody {
     case file(FileHandle)
     case stream(InputStream)
     /// Chunks taken from a sequence as it yields them.
-    case live(LiveUploadStream)
+    case live(any SequentialUploadBody)
   }
   private let source: Source
   /// `.length` with the body's size, or `.chunked` for a stream of unknown length.
@@ -369,7 +369,7 @@ private struct OutgoingBody {
       }
       source = .file(handle)
       framing = .length(Int64(size))
-    case .stream(let live as LiveUploadStream):
+    case .stream(let live as any SequentialUploadBody):
       guard !live.isStopped else {
         throw URLError(.cannotOpenFile, userInfo: [NSLocalizedDescriptionKey: "The stream of chunks stopped"])
       }
@@ -428,7 +428,7 @@ private struct OutgoingBody {
   /// Sends the chunks of `live` as the sequence yields them: with `Content-Length` when its
   /// length is known (a total that differs fails the upload), else in chunked coding.
   private func send(
-    _ live: LiveUploadStream, over connection: SocketConnection, sent: (Int64) -> Void
+    _ live: any SequentialUploadBody, over connection: SocketConnection, sent: (Int64) -> Void
   ) throws(URLError) {
     var total: Int64 = 0
     let stopped = URLError(

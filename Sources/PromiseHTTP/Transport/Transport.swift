@@ -57,6 +57,28 @@ protocol UploadBodySource: AnyObject, Sendable {
   func rewound(_ stream: (any UploadBodyStream)?) -> (any UploadBodyStream)?
 }
 
+/// A body read a chunk at a time by the thread that sends it (the socket transport's), which
+/// waits for each: a sequence of chunks sent as it is produced, once.
+protocol SequentialUploadBody: UploadBodyStream {
+  /// The total the chunks must add up to, if known (sent as `Content-Length`).
+  var length: Int64? { get }
+  /// Whether the body has stopped (failed, or aborted) before its end.
+  var isStopped: Bool { get }
+  /// Returns the next chunk, waiting for it.
+  func next() -> SequentialUploadChunk
+  /// Ends the body with `failure` (a length that does not add up, say), unless it has ended.
+  func stop(with failure: HTTPError?)
+}
+
+/// What a `SequentialUploadBody` gives next.
+enum SequentialUploadChunk {
+  case chunk(Data)
+  /// The body ended.
+  case end
+  /// The body failed, or the upload was stopped: its `failure` says why, if anything did.
+  case stopped
+}
+
 /// A body FoundationNetworking reads as an `InputStream` (`URLRequest.httpBodyStream`).
 protocol UploadBodyStream: AnyObject, Sendable {
   /// Returns the stream a task reads (one per task).
@@ -94,11 +116,10 @@ final class Transport: Sendable {
   /// Whether, and how, requests that prefer it go over the socket transport.
   let socketSettings: SocketTransportSettings
 
-  init(
-    configuration: URLSessionConfiguration, callbackQueue: DispatchQueue,
-    transferTransport: HTTPClient.TransferTransport = .automatic
-  ) {
-    self.socketSettings = SocketTransportSettings(configuration: configuration, transport: transferTransport)
+  /// Makes the session of `configuration`; `socketTransfers` says whether transfers may go over
+  /// the socket transport (`HTTPClient.TransferTransport.automatic`).
+  init(configuration: URLSessionConfiguration, callbackQueue: DispatchQueue, socketTransfers: Bool = true) {
+    self.socketSettings = SocketTransportSettings(configuration: configuration, enabled: socketTransfers)
     let delegate = SessionDelegate()
     // The delegate's events run on a serial operation queue of their own, not on one whose
     // `underlyingQueue` is the client's queue: FoundationNetworking queues every body chunk
@@ -164,19 +185,18 @@ final class Transport: Sendable {
   private func makeTask(
     _ request: URLRequest, settings: ExchangeSettings
   ) -> (any ExchangeTask, (any UploadBodyStream)?) {
-    var body = settings.uploadBody?.makeTaskBody()
+    let body = settings.uploadBody?.makeTaskBody()
     if settings.prefersSocketTransport, socketSettings.serves(request) {
       let stream: (any UploadBodyStream)? = if case .stream(let stream) = body { stream } else { nil }
       return (SocketTask(request, body: body, settings: socketSettings), stream)
     }
-    if case .stream(let live as LiveUploadStream) = body {
+    if case .stream(let live as any SequentialUploadBody) = body {
       // A sequence sent as it is produced needs the socket transport (a hop to HTTPS, say, cannot
-      // have it): the body fails with a reason instead of being read on FoundationNetworking's queue.
+      // have it): the body is stopped with the reason, and the socket task fails with it before
+      // it connects, instead of the sequence being read on FoundationNetworking's queue.
       live.stop(
         with: .invalidRequest(
           "a stream of chunks is sent as it is produced over plain HTTP only; this hop needs URLSession"))
-      body = .stream(
-        LiveUploadStream(failed: live.failure ?? .invalidRequest("the stream of chunks stopped")))
       return (SocketTask(request, body: body, settings: socketSettings), live)
     }
     switch body {
