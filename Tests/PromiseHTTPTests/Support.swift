@@ -8,27 +8,9 @@ import Testing
   import FoundationNetworking
 #endif
 
-/// Makes libcurl bypass any proxy for the loopback origins, once, before the first request.
-///
-/// libcurl reads `http_proxy` and `no_proxy` from the environment at each transfer, and
-/// FoundationNetworking ignores `connectionProxyDictionary`, so this is the one switch that makes
-/// the tests independent of the machine's proxy settings (they pass with
-/// `http_proxy=http://127.0.0.1:9` set). It runs before any test makes a request.
-let loopbackBypassesProxy: Void = {
-  // `setenv` while other threads start processes (exit tests, curl, python) races with their
-  // reading of the environment: with it, an exit test's child exited 0 (as if it had lost the
-  // variables that make it one) in 2 of 3 whole-suite runs, in none of 4 without it. Without a
-  // proxy there is nothing to bypass.
-  let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY"].contains
-  {
-    ProcessInfo.processInfo.environment[$0]?.isEmpty == false
-  }
-  guard proxied else { return }
-  for name in ["no_proxy", "NO_PROXY"] {
-    let existing = ProcessInfo.processInfo.environment[name].map { $0.isEmpty ? "" : "\($0)," } ?? ""
-    setenv(name, existing + "127.0.0.1,127.0.0.2,localhost", 1)
-  }
-}()
+/// Makes libcurl bypass any proxy for the loopback origins, once, before the first request
+/// (`LoopbackServer.bypassEnvironmentProxy()`).
+let loopbackBypassesProxy: Void = LoopbackServer.bypassEnvironmentProxy()
 
 /// A started loopback server with a router; stop it with `stop()` (the helpers do).
 struct TestServer {

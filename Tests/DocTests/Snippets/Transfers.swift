@@ -29,26 +29,8 @@ private final class MediaServer: Sendable {
   /// The body of `stream/events`: two server-sent events and a comment.
   static let events = "event: state\ndata: connecting\n\n: keep-alive\n\ndata: live\ndata: 1280x720\n\n"
 
-  /// Makes libcurl bypass any proxy of the environment for the loopback origins, once.
-  private static let loopbackBypassesProxy: Void = {
-    // `setenv` while other threads start processes (exit tests, curl, python) races with their
-    // reading of the environment: with it, an exit test's child exited 0 (as if it had lost the
-    // variables that make it one) in 2 of 3 whole-suite runs, in none of 4 without it. Without a
-    // proxy there is nothing to bypass.
-    let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY"]
-      .contains {
-        ProcessInfo.processInfo.environment[$0]?.isEmpty == false
-      }
-    guard proxied else { return }
-    for name in ["no_proxy", "NO_PROXY"] {
-      let existing = ProcessInfo.processInfo.environment[name] ?? ""
-      guard !existing.contains("127.0.0.1") else { continue }
-      setenv(name, (existing.isEmpty ? "" : existing + ",") + "127.0.0.1,127.0.0.2,localhost", 1)
-    }
-  }()
-
   static func start() throws -> MediaServer {
-    _ = loopbackBypassesProxy
+    LoopbackServer.bypassEnvironmentProxy()
     let router = Router()
     router.on("POST", "/device/register") { _ in .respond(.json(DocServer.token)) }
     router.on("GET", "/stream/config") { request in

@@ -18,31 +18,13 @@ final class DocServer: Sendable {
     self.server = server
   }
 
-  /// Makes libcurl bypass any proxy of the environment for the loopback origins, once.
-  private static let loopbackBypassesProxy: Void = {
-    // `setenv` while other threads start processes (exit tests, curl, python) races with their
-    // reading of the environment: with it, an exit test's child exited 0 (as if it had lost the
-    // variables that make it one) in 2 of 3 whole-suite runs, in none of 4 without it. Without a
-    // proxy there is nothing to bypass.
-    let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "https_proxy", "HTTPS_PROXY"]
-      .contains {
-        ProcessInfo.processInfo.environment[$0]?.isEmpty == false
-      }
-    guard proxied else { return }
-    for name in ["no_proxy", "NO_PROXY"] {
-      let existing = ProcessInfo.processInfo.environment[name] ?? ""
-      guard !existing.contains("127.0.0.1") else { continue }
-      setenv(name, (existing.isEmpty ? "" : existing + ",") + "127.0.0.1,127.0.0.2,localhost", 1)
-    }
-  }()
-
   static let token = #"{"value":"tok-42","expiresIn":3600}"#
   static let config =
     #"{"ingestURL":"rtmp://media.example.com/live/A1B2","bitrateKbps":2500,"resolution":"1280x720"}"#
 
   /// Starts a server with the story's routes and a few that misbehave on purpose.
   static func start() throws -> DocServer {
-    _ = loopbackBypassesProxy
+    LoopbackServer.bypassEnvironmentProxy()
     let router = Router()
     router.on("POST", "/device/register") { _ in .respond(.json(token)) }
     router.on("GET", "/stream/config") { request in
