@@ -105,7 +105,7 @@ struct PromiseAllTests {
 
   /// One round: two threads fulfil the last inputs while a third cancels the aggregate.
   @inline(never)
-  private func raceTheLastValueAgainstCancellation() -> (
+  private func raceTheLastValueAgainstCancellation() async -> (
     finished: Bool, outcomeIsConsistent: Bool, tokens: [WeakObserver<LifetimeToken>]
   ) {
     let pairs = (0..<3).map { _ in Promise<LifetimeToken>.pending() }
@@ -119,7 +119,7 @@ struct PromiseAllTests {
     let work = Guarded<[(Promise<LifetimeToken>.Resolver, LifetimeToken)?]>(
       [nil, (pairs[1].resolver, tokens[1]), (pairs[2].resolver, tokens[2])])
     let shared = Guarded<Promise<[LifetimeToken]>?>(all)
-    let finished = runOnThreads(3) { thread in
+    let finished = await runOnThreads(3) { thread in
       if thread == 0 {
         let aggregate = shared.withLock { shared in
           defer { shared = nil }
@@ -143,9 +143,9 @@ struct PromiseAllTests {
     return (finished, consistent, tokens.map { WeakObserver($0) })
   }
 
-  @Test func aCancellationRacingTheLastValueSettlesOnceAndReleasesEveryValue() {
+  @Test func aCancellationRacingTheLastValueSettlesOnceAndReleasesEveryValue() async {
     for _ in 0..<200 {
-      let (finished, consistent, tokens) = raceTheLastValueAgainstCancellation()
+      let (finished, consistent, tokens) = await raceTheLastValueAgainstCancellation()
       #expect(finished)
       #expect(consistent)
       #expect(tokens.allSatisfy { $0.isNil })
@@ -156,7 +156,7 @@ struct PromiseAllTests {
     for _ in 0..<50 {
       let pairs = (0..<8).map { _ in Promise<Int>.pending() }
       let all = Promise.all(pairs.map(\.promise))
-      let finished = runOnThreads(4) { thread in
+      let finished = await runOnThreads(4) { thread in
         pairs[thread].resolver.fulfill(thread)
         pairs[thread + 4].resolver.fulfill(thread + 4)
       }

@@ -43,7 +43,7 @@ struct PromiseAnyTests {
     for _ in 0..<100 {
       let pairs = (0..<8).map { _ in Promise<Int>.pending() }
       let first = Promise.any(pairs.map(\.promise))
-      let finished = runOnThreads(4) { thread in
+      let finished = await runOnThreads(4) { thread in
         pairs[thread].resolver.reject(Kit.Failure(thread))
         pairs[thread + 4].resolver.reject(Kit.Failure(thread + 4))
       }

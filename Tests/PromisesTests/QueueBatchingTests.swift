@@ -40,7 +40,7 @@ struct QueueBatchingTests {
     #expect(order.value == Array(0..<2_000))
   }
 
-  @Test func aRegistrationRacingTheSettlementDoesNotOvertakeEarlierCallbacks() throws {
+  @Test func aRegistrationRacingTheSettlementDoesNotOvertakeEarlierCallbacks() async throws {
     // The settling thread has many callbacks for two other queues to schedule before the last
     // one, for `queue`; another thread registers on `queue` as soon as it sees the promise
     // settled. That late callback must still run after the earlier one.
@@ -56,7 +56,7 @@ struct QueueBatchingTests {
       let fillers = (0..<200).map { index in promise.map(on: others[index % 2]) { _ in } }
       let early = promise.map(on: queue) { _ in order.append(0) }
       let late = Guarded<Promise<Void>?>(nil)
-      let registered = runOnThreads(2) { thread in
+      let registered = await runOnThreads(2) { thread in
         if thread == 0 {
           resolver.fulfill(1)
         } else {

@@ -197,7 +197,7 @@ struct Rule3RegistrationOrderTests {
     let (promise, resolver) = Promise<Int>.pending()
     let order = Guarded<[Int]>([])
     let links = Guarded<[Promise<Void>]>([])
-    let finished = runOnThreads(4) { thread in
+    let finished = await runOnThreads(4) { thread in
       for step in 0..<100 {
         let tag = thread * 1_000 + step
         let link = promise.map(on: queue) { _ in order.append(tag) }
@@ -231,7 +231,7 @@ struct Rule3RegistrationOrderTests {
         let link = promise.map(on: queue) { _ in events.withLock { $0.append("early \(queue.label)") } }
         links.withLock { $0.append(link) }
       }
-      let finished = runOnThreads(2) { thread in
+      let finished = await runOnThreads(2) { thread in
         if thread == 0 {
           resolver.fulfill(1)
           return

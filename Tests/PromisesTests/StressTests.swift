@@ -14,7 +14,7 @@ struct StressTests {
       let (promise, resolver) = Promise<Int>.pending()
       let before = (0..<4).map { _ in promise.map(on: queue) { $0 } }
       let during = Guarded<[Promise<Int>]>([])
-      let finished = runOnThreads(4) { thread in
+      let finished = await runOnThreads(4) { thread in
         during.withLock { $0.append(promise.map(on: queue) { $0 }) }
         resolver.fulfill(thread)
         during.withLock { $0.append(promise.map(on: queue) { $0 }) }
@@ -32,7 +32,7 @@ struct StressTests {
     for round in 0..<100 {
       let (promise, resolver) = Promise<Int>.pending()
       let observers = (0..<3).map { _ in promise.map { $0 } }
-      let finished = runOnThreads(4) { thread in
+      let finished = await runOnThreads(4) { thread in
         switch thread {
         case 0: resolver.fulfill(round)
         case 1: resolver.reject(CoreTestError.numbered(round))
@@ -58,7 +58,7 @@ struct StressTests {
       let (promise, resolver) = Promise<Int>.pending()
       let handlerRuns = Guarded(0)
       resolver.onCancel { handlerRuns.increment() }
-      let finished = runOnThreads(2) { thread in
+      let finished = await runOnThreads(2) { thread in
         if thread == 0 {
           resolver.fulfill(round)
         } else {
@@ -81,7 +81,7 @@ struct StressTests {
         runs.increment()
         return value
       }
-      let finished = runOnThreads(2) { thread in
+      let finished = await runOnThreads(2) { thread in
         if thread == 0 {
           resolver.fulfill(round)
         } else {
@@ -109,7 +109,7 @@ struct StressTests {
     let (promise, resolver) = Promise<Int>.pending()
     let runs = Guarded([Int](repeating: 0, count: threads * perThread))
     let group = DispatchGroup()
-    let finished = runOnThreads(threads + 1) { thread in
+    let finished = await runOnThreads(threads + 1) { thread in
       if thread == threads {
         resolver.fulfill(1)
         return
@@ -134,7 +134,7 @@ struct StressTests {
     let count = 10_000
     let pairs = (0..<count).map { _ in Promise<Int>.pending() }
     let all = Promise.all(pairs.map(\.promise))
-    let finished = runOnThreads(4) { thread in
+    let finished = await runOnThreads(4) { thread in
       for index in stride(from: thread, to: count, by: 4) {
         pairs[index].resolver.fulfill(index)
       }
@@ -147,7 +147,7 @@ struct StressTests {
     let count = 10_000
     let pairs = (0..<count).map { _ in Promise<Int>.pending() }
     let aggregate = Guarded<Promise<[Int]>?>(nil)
-    let finished = runOnThreads(5) { thread in
+    let finished = await runOnThreads(5) { thread in
       if thread == 4 {
         aggregate.value = Promise.all(pairs.map(\.promise))
         return
@@ -163,7 +163,7 @@ struct StressTests {
 
   @Test func chainsOnManyThreadsSettleIndependently() async throws {
     let results = Guarded<[Promise<Int>]>([])
-    let finished = runOnThreads(4) { thread in
+    let finished = await runOnThreads(4) { thread in
       let queue = DispatchQueue(label: "tests.stress.chain.\(thread)")
       var link = Promise(thread)
       for _ in 0..<2_000 { link = link.map(on: queue) { $0 + 1 } }

@@ -70,19 +70,23 @@ extension VirtualTimeScheduler {
     // A node of its own rather than `value` on a link: this wait ends without cancelling
     // anything, and counts as an observer of `promise` while it lasts.
     let node = ForwardingNode<Value> { _ in first.resume(true) }
-    let watcher = Task { [self] in
-      if (try? await waitForPendingWork(count: 1)) != nil { first.resume(true) }
-    }
     let deadline = timeout.dispatchDeadline
+    // Neither event needs the cooperative pool: the scheduler wakes the waiter on the thread
+    // that schedules the work, and the timer runs on a Dispatch queue. (A task waiting in
+    // `waitForPendingWork` could start only after the pool had a free thread — more than 10 s
+    // in a sanitizer run whose pool threads were all blocked — and the wait timed out while
+    // a timer was pending.)
+    let waiter = whenPendingWork(count: 1) { first.resume(true) }
     let progressed = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
       first.set(continuation)
       promise.register(node)
       DispatchQueue.global().asyncAfter(deadline: deadline) { first.resume(false) }
     }
-    watcher.cancel()
+    if let waiter { removeWaiter(waiter) }
     node.retire()
     promise.unregister(node)
-    return progressed
+    // Whatever woke it, the state decides: work that arrived as the timer fired still counts.
+    return progressed || nextDeadline != nil || !promise.isPending
   }
 }
 

@@ -73,7 +73,7 @@ public final class VirtualTimeScheduler: PromiseScheduler, Sendable {
       let sequence = state.insert(after: delay, on: queue, work)
       return (sequence, state.takeSatisfiedWaiters())
     }
-    for waiter in ready { waiter.continuation.resume() }
+    for waiter in ready { waiter.wake(true) }
     return VirtualTimeHandle(scheduler: self, sequence: sequence)
   }
 
@@ -145,7 +145,14 @@ public final class VirtualTimeScheduler: PromiseScheduler, Sendable {
         let outcome: Outcome = state.withLock { state in
           if state.items.count >= count { return .ready }
           if Task.isCancelled { return .cancelled }
-          state.waiters.append(PendingWaiter(id: id, count: count, continuation: continuation))
+          state.waiters.append(
+            PendingWaiter(id: id, count: count) { ready in
+              if ready {
+                continuation.resume()
+              } else {
+                continuation.resume(throwing: CancellationError())
+              }
+            })
           return .waiting
         }
         switch outcome {
@@ -155,11 +162,32 @@ public final class VirtualTimeScheduler: PromiseScheduler, Sendable {
         }
       }
     } onCancel: {
-      let waiter: PendingWaiter? = state.withLock { state in
-        guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-        return state.waiters.remove(at: index)
-      }
-      waiter?.continuation.resume(throwing: CancellationError())
+      removeWaiter(id)?.wake(false)
+    }
+  }
+
+  /// Calls `wake` once at least `count` work items are pending — at once, on this thread, if
+  /// they already are; otherwise on the thread that schedules the item that makes the count.
+  ///
+  /// Unlike `waitForPendingWork(count:)` this needs no task to run, so a busy cooperative pool
+  /// cannot delay it. Returns an identifier for `removeWaiter(_:)`, or `nil` if `wake` ran.
+  func whenPendingWork(count: Int, _ wake: @escaping @Sendable () -> Void) -> UInt64? {
+    let id: UInt64? = state.withLock { state in
+      guard state.items.count < count else { return nil }
+      defer { state.nextWaiterID += 1 }
+      state.waiters.append(PendingWaiter(id: state.nextWaiterID, count: count) { _ in wake() })
+      return state.nextWaiterID
+    }
+    if id == nil { wake() }
+    return id
+  }
+
+  /// Removes the waiter `id` if it has not been woken; returns it.
+  @discardableResult
+  func removeWaiter(_ id: UInt64) -> PendingWaiter? {
+    state.withLock { state in
+      guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+      return state.waiters.remove(at: index)
     }
   }
 
@@ -248,11 +276,15 @@ public final class VirtualTimeScheduler: PromiseScheduler, Sendable {
   }
 }
 
-/// A task suspended in `waitForPendingWork(count:)`.
-private struct PendingWaiter {
+/// A waiter for pending work, woken once, after unlocking.
+///
+/// A task suspended in `waitForPendingWork(count:)`, or a callback of
+/// `whenPendingWork(count:_:)`: `wake(true)` when the count is reached, `wake(false)` when the
+/// waiting task is cancelled.
+struct PendingWaiter: Sendable {
   let id: UInt64
   let count: Int
-  let continuation: CheckedContinuation<Void, any Error>
+  let wake: @Sendable (Bool) -> Void
 }
 
 /// One pending work item of a `VirtualTimeScheduler`, kept in its list until it runs or is
