@@ -33,8 +33,6 @@ protocol ExchangeTask: AnyObject, Sendable {
   func cancel()
 }
 
-extension URLSessionDataTask: ExchangeTask {}
-
 /// What one task sends as its body, when it is not the request's `httpBody`.
 enum UploadTaskBody {
   /// A file, read by FoundationNetworking without blocking (`uploadTask(with:fromFile:)`) and
@@ -115,6 +113,8 @@ final class Transport: Sendable {
   let callbackQueue: DispatchQueue
   /// Whether, and how, requests that prefer it go over the socket transport.
   let socketSettings: SocketTransportSettings
+  /// Where the session's tasks are made, resumed and cancelled (see `SessionTask`).
+  private let taskQueue = DispatchQueue(label: "PromiseHTTP.tasks")
 
   /// Makes the session of `configuration`; `socketTransfers` says whether transfers may go over
   /// the socket transport (`HTTPClient.TransferTransport.automatic`).
@@ -175,8 +175,8 @@ final class Transport: Sendable {
   private func register(_ task: any ExchangeTask, with exchange: Exchange) {
     if let task = task as? SocketTask {
       task.attach(exchange)
-    } else if let task = task as? URLSessionTask {
-      delegate.add(exchange, for: task)
+    } else if let task = task as? SessionTask {
+      task.attach(exchange)
     }
   }
 
@@ -199,15 +199,13 @@ final class Transport: Sendable {
           "a stream of chunks is sent as it is produced over plain HTTP only; this hop needs URLSession"))
       return (SocketTask(request, body: body, settings: socketSettings), live)
     }
-    switch body {
-    case nil:
-      return (session.dataTask(with: request), nil)
-    case .file(let url):
-      return (session.uploadTask(with: request, fromFile: url), nil)
-    case .stream(let stream):
-      var streamed = request
-      streamed.httpBodyStream = stream.makeInputStream()
-      return (session.dataTask(with: streamed), stream)
+    var request = request
+    if case .stream(let stream) = body { request.httpBodyStream = stream.makeInputStream() }
+    let stream: (any UploadBodyStream)? = if case .stream(let stream) = body { stream } else { nil }
+    let task = SessionTask(queue: taskQueue, delegate: delegate) { [session, request] in
+      if case .file(let url) = body { return session.uploadTask(with: request, fromFile: url) }
+      return session.dataTask(with: request)
     }
+    return (task, stream)
   }
 }
