@@ -6,7 +6,7 @@ import Testing
 /// leaving the chain behind it pending for ever.
 @Suite("Node kinds must override their callbacks", .timeLimit(.minutes(1)))
 struct AbstractNodeTests {
-  @Test func aCallbackNodeThatDoesNotOverrideFireTraps() async {
+  @Test(.tags(.childProcess)) func aCallbackNodeThatDoesNotOverrideFireTraps() async {
     await #expect(processExitsWith: .failure) {
       let (promise, resolver) = Promise<Int>.pending()
       let done = Promise<Int>.pending()
@@ -17,7 +17,7 @@ struct AbstractNodeTests {
     }
   }
 
-  @Test func aLinkThatDoesNotOverrideRunTraps() async {
+  @Test(.tags(.childProcess)) func aLinkThatDoesNotOverrideRunTraps() async {
     await #expect(processExitsWith: .failure) {
       let (source, resolver) = Promise<Int>.pending()
       let link = ForgetfulLink(source: source, queue: .promises, file: #fileID, line: #line)
@@ -27,7 +27,7 @@ struct AbstractNodeTests {
     }
   }
 
-  @Test func aLinkThatDoesNotOverrideTakeBodyTrapsWhenCancelled() async {
+  @Test(.tags(.childProcess)) func aLinkThatDoesNotOverrideTakeBodyTrapsWhenCancelled() async {
     await #expect(processExitsWith: .failure) {
       let (source, _) = Promise<Int>.pending()
       let link = ForgetfulLink(source: source, queue: .promises, file: #fileID, line: #line)

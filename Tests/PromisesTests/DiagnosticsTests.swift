@@ -290,7 +290,7 @@ struct DiagnosticsTests {
 
   // MARK: The default handler
 
-  @Test func byDefaultDebugBuildsLogAnUnhandledRejectionToStandardErrorAndReleaseBuildsDoNot() async throws {
+  @Test(.tags(.childProcess)) func byDefaultDebugBuildsLogAnUnhandledRejectionToStandardErrorAndReleaseBuildsDoNot() async throws {
     let result = try await #require(
       processExitsWith: .success, observing: [\.standardOutputContent, \.standardErrorContent]
     ) {
@@ -319,7 +319,7 @@ struct DiagnosticsTests {
     #endif
   }
 
-  @Test func settingTheHandlerToNilSilencesTheLog() async throws {
+  @Test(.tags(.childProcess)) func settingTheHandlerToNilSilencesTheLog() async throws {
     let result = try await #require(processExitsWith: .success, observing: [\.standardErrorContent]) {
       UnhandledRejection.handler = nil
       @inline(never) func drop() { _ = Promise<Int>(error: CoreTestError.first) }

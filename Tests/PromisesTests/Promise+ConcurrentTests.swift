@@ -166,7 +166,7 @@ struct PromiseConcurrentTests {
     #expect(await Kit.eventually { weakCanary.isReleased && weakAll.isReleased })
   }
 
-  @Test("maxConcurrent below one is a precondition failure")
+  @Test("maxConcurrent below one is a precondition failure", .tags(.childProcess))
   func maxConcurrentMustBePositive() async {
     await #expect(processExitsWith: .failure) {
       _ = Promise<Int>.all(maxConcurrent: 0, [])

@@ -302,7 +302,7 @@ struct PromiseRetryTests {
     #expect(await Kit.eventually { weakCanary.isReleased && weakResult.isReleased })
   }
 
-  @Test("attempts below one are a precondition failure")
+  @Test("attempts below one are a precondition failure", .tags(.childProcess))
   func attemptsMustBePositive() async {
     await #expect(processExitsWith: .failure) {
       _ = Promise<Int>.retry(attempts: 0) { Promise(1) }

@@ -91,7 +91,7 @@ struct QueueTests {
     #expect(labels.value == ["com.promises.default"])
   }
 
-  @Test func settingTheDefaultQueueAppliesToChainsCreatedAfterwards() async {
+  @Test(.tags(.childProcess)) func settingTheDefaultQueueAppliesToChainsCreatedAfterwards() async {
     await #expect(processExitsWith: .success) {
       let custom = DispatchQueue(label: "tests.custom-default")
       let key = DispatchSpecificKey<Int>()
@@ -105,7 +105,7 @@ struct QueueTests {
     }
   }
 
-  @Test func aCommandLineProgramCanBlockInWaitForDefaultQueueWork() async {
+  @Test(.tags(.childProcess)) func aCommandLineProgramCanBlockInWaitForDefaultQueueWork() async {
     // The default queue is not the main queue: blocking the calling thread in `wait` while the
     // chain runs on the default queue does not deadlock, with no run loop and no dispatchMain.
     await #expect(processExitsWith: .success) {

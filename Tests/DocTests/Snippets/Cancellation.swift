@@ -96,7 +96,7 @@ struct CancellationExamples {
 
   /// Runs in a child process (an exit test): the handler is global, and other tests in this
   /// process install their own.
-  @Test func unhandledRejectionHook() async {
+  @Test(.tags(.childProcess)) func unhandledRejectionHook() async {
     await #expect(processExitsWith: .success) {
       // snippet.cancel-unhandled
       // snippet.hide

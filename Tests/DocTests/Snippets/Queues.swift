@@ -101,7 +101,7 @@ func applicationDidFinishLaunching() {
 @Suite("Docs/Queues.md: the default queue setting", .timeLimit(.minutes(1)))
 struct QueuesDefaultSettingExamples {
   /// Runs in a child process (an exit test): the setting is global to the process.
-  @Test func settingTheDefaultQueueAtLaunch() async {
+  @Test(.tags(.childProcess)) func settingTheDefaultQueueAtLaunch() async {
     await #expect(processExitsWith: .success) {
       let mainQueue = DispatchSpecificKey<Int>()
       DispatchQueue.main.setSpecific(key: mainQueue, value: 1)
