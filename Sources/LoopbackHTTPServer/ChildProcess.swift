@@ -23,7 +23,7 @@
   /// starts one that runs until ``terminate(grace:)``. Both block the calling thread while they
   /// wait: call them off Swift's cooperative pool.
   public final class ChildProcess: @unchecked Sendable {
-    // Safety of `@unchecked Sendable`: `termination` is read and written only while `stateLock`
+    // Safety of `@unchecked Sendable`: `reaped` is read and written only while `stateLock`
     // is held, and a signal is sent only under it, so no signal reaches a reaped (and perhaps
     // reused) process ID; `input` is read, written to and closed only while `inputLock` is held.
     // `processID` is immutable.
@@ -222,7 +222,7 @@
           executable, arguments, environment: environment,
           standardInput: feed.map { .descriptor($0.read) } ?? .null,
           standardOutput: .descriptor(output.write),
-          standardError: .descriptor(errors?.write ?? output.write), keepingInput: nil)
+          standardError: errors.map { .descriptor($0.write) } ?? .sameAsOutput, keepingInput: nil)
       } catch {
         for fd in [output.read, errors?.read, feed?.write].compactMap({ $0 }) { close(fd) }
         throw error
@@ -259,9 +259,10 @@
       if pending.isEmpty { closeInput() }
     }
 
-    /// Moves bytes until the child has exited and what it left in the pipes is read; sends
-    /// `SIGTERM` at `deadline` and `SIGKILL` `grace` later. Returns how the child ended and
-    /// whether the deadline passed. Every pipe is closed when it returns.
+    /// Moves bytes until the child has exited and what it left in the pipes is read.
+    ///
+    /// Sends `SIGTERM` at `deadline` and `SIGKILL` `grace` later. Returns how the child ended
+    /// and whether the deadline passed. Every pipe is closed when it returns.
     mutating func pump(
       _ child: ChildProcess, deadline: ContinuousClock.Instant, grace: Duration, clock: ContinuousClock
     ) -> (ChildProcess.Termination, timedOut: Bool) {
@@ -322,7 +323,9 @@
       repeat {
         let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
         if count > 0 {
-          if fd == output { outputData.append(contentsOf: buffer[0..<count]) } else {
+          if fd == output {
+            outputData.append(contentsOf: buffer[0..<count])
+          } else {
             errorData.append(contentsOf: buffer[0..<count])
           }
           continue
@@ -407,7 +410,7 @@
         let output = try destination(standardOutput)
         let errors: Redirection
         if case .standardOutput = standardError {
-          errors = output == .inherit ? .sameAsOutput : output
+          errors = .sameAsOutput
         } else {
           errors = try destination(standardError)
         }
@@ -478,9 +481,11 @@
       return waitForExit(until: clock.now + timeout, clock: clock)
     }
 
-    /// Stops the child: sends `SIGTERM`, waits at most `grace` for it to exit, then sends
-    /// `SIGKILL`; returns how it ended (`nil` only if it still had not exited 10 s after
-    /// `SIGKILL`). Returns at once, with how it ended, if it has already exited.
+    /// Stops the child and returns how it ended.
+    ///
+    /// Sends `SIGTERM`, waits at most `grace` for it to exit, then sends `SIGKILL` and waits
+    /// again (`nil` only if it still had not exited 10 s after `SIGKILL`). Returns at once if it
+    /// has already exited.
     @discardableResult
     public func terminate(grace: Duration = .seconds(5)) -> Termination? {
       send(SIGTERM)
@@ -492,9 +497,10 @@
     /// Returns how the child ended, or `nil` if it is still running (without waiting).
     public var termination: Termination? { reapIfExited() }
 
-    /// Whether a child gets none of this process's descriptors but its standard three, even
-    /// those opened without `O_CLOEXEC` (glibc 2.34 and later: `posix_spawn_file_actions_addclosefrom_np`).
-    /// Where it is `false`, a descriptor opened without `O_CLOEXEC` is inherited.
+    /// Whether a child gets none of this process's descriptors but its standard three.
+    ///
+    /// `true` with glibc 2.34 and later (`posix_spawn_file_actions_addclosefrom_np`); where it
+    /// is `false`, a descriptor this process opened without `O_CLOEXEC` is inherited.
     public static var closesUnrelatedDescriptors: Bool { addCloseFrom != nil }
   }
 
@@ -505,7 +511,7 @@
     fileprivate enum Redirection: Equatable {
       case null
       case inherit
-      /// The child's standard output's redirection (for standard error).
+      /// Whatever the child's standard output is (for standard error: `dup2(1, 2)`).
       case sameAsOutput
       case descriptor(Int32)
     }
@@ -531,13 +537,15 @@
       var actions = posix_spawn_file_actions_t()
       posix_spawn_file_actions_init(&actions)
       defer { posix_spawn_file_actions_destroy(&actions) }
+      // In this order: standard error may copy standard output once it is set up.
       let targets = [
         (STDIN_FILENO, standardInput, O_RDONLY), (STDOUT_FILENO, standardOutput, O_WRONLY),
-        (STDERR_FILENO, standardError == .sameAsOutput ? standardOutput : standardError, O_WRONLY),
+        (STDERR_FILENO, standardError, O_WRONLY),
       ]
       for (target, redirection, mode) in targets {
         switch redirection {
-        case .inherit, .sameAsOutput: break
+        case .inherit: break
+        case .sameAsOutput: posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, target)
         case .null: posix_spawn_file_actions_addopen(&actions, target, "/dev/null", mode, 0)
         case .descriptor(let fd): posix_spawn_file_actions_adddup2(&actions, fd, target)
         }
@@ -596,7 +604,9 @@
 
     /// Waits until the child has exited, at most until `deadline`, checking after 1 ms, then
     /// less often, every 20 ms at most (as CPython's `Popen.wait(timeout)`).
-    fileprivate func waitForExit(until deadline: ContinuousClock.Instant, clock: ContinuousClock) -> Termination? {
+    fileprivate func waitForExit(until deadline: ContinuousClock.Instant, clock: ContinuousClock)
+      -> Termination?
+    {
       var nap = Duration.milliseconds(1)
       while true {
         if let ended = reapIfExited() { return ended }

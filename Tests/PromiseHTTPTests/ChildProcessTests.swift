@@ -22,7 +22,9 @@
       }.get()
     }
 
-    private func shell(_ script: String, timeout: Duration = .seconds(20)) async throws -> ChildProcess.Outcome {
+    private func shell(_ script: String, timeout: Duration = .seconds(20)) async throws
+      -> ChildProcess.Outcome
+    {
       try await run("/bin/sh", ["-c", script], timeout: timeout)
     }
 
@@ -46,7 +48,8 @@
       let separate = try await shell("echo out; echo err >&2; echo more")
       #expect(separate.standardOutputText == "out\nmore\n")
       #expect(separate.standardErrorText == "err\n")
-      let merged = try await run("/bin/sh", ["-c", "echo out; echo err >&2; echo more"], mergingStandardError: true)
+      let merged = try await run(
+        "/bin/sh", ["-c", "echo out; echo err >&2; echo more"], mergingStandardError: true)
       #expect(merged.standardOutputText == "out\nerr\nmore\n")
       #expect(merged.standardError.isEmpty)
     }
@@ -158,7 +161,8 @@
       try #require(fd > 2)
       defer { close(fd) }
       let outcome = try await shell(
-        "for fd in 1 \(fd); do if [ -e /proc/self/fd/$fd ]; then echo $fd open; else echo $fd closed; fi; done")
+        "for fd in 1 \(fd); do if [ -e /proc/self/fd/$fd ]; then echo $fd open; else echo $fd closed; fi; done"
+      )
       #expect(outcome.standardOutputText == "1 open\n\(fd) closed\n")
     }
 
@@ -203,7 +207,8 @@
     }
 
     @Test func terminatingAStartedChildStopsAndReapsIt() async throws {
-      let child = try ChildProcess.start("/bin/sleep", ["60"], standardOutput: .discard, standardError: .discard)
+      let child = try ChildProcess.start(
+        "/bin/sleep", ["60"], standardOutput: .discard, standardError: .discard)
       #expect(await offThePool { child.wait(timeout: .milliseconds(50)) } == nil)
       let clock = ContinuousClock()
       let start = clock.now
@@ -214,10 +219,20 @@
     }
 
     /// The write fails with EPIPE instead of raising SIGPIPE, which would kill the test process.
+    /// It writes from a thread that does not block SIGPIPE (the dispatch queues' threads do).
     @Test func writingToAChildThatExitedThrowsInsteadOfRaisingSIGPIPE() async throws {
       let child = try ChildProcess.start("/bin/true", standardInput: .pipe)
       #expect(await offThePool { child.wait(timeout: .seconds(20)) } == .exited(0))
-      let error = try #require(throws: ChildProcessError.self) { try child.write(Data("late\n".utf8)) }
+      let written = await offThePool { () -> Result<Void, ChildProcessError> in
+        var pipeOnly = sigset_t()
+        sigemptyset(&pipeOnly)
+        sigaddset(&pipeOnly, SIGPIPE)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_UNBLOCK, &pipeOnly, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        return Result { () throws(ChildProcessError) in try child.write(Data("late\n".utf8)) }
+      }
+      let error = try #require(throws: ChildProcessError.self) { try written.get() }
       #expect(error.code == EPIPE)
       child.closeStandardInput()
       #expect(throws: ChildProcessError.self) { try child.write(Data("closed\n".utf8)) }
@@ -228,7 +243,8 @@
       let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
       return Set(
         names.compactMap { name in
-          guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
+          guard
+            let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
             target.hasPrefix("pipe:")
           else { return nil }
           return Int(name)

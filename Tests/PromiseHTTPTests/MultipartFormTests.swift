@@ -105,22 +105,12 @@ struct MultipartFormTests {
           parts.append([str(name), part.get_filename(), part.get_payload(decode=True).hex()])
       print(json.dumps(parts))
       """
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = ["-c", script, input.path]
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let data = readToEnd(output.fileHandleForReading)
-    let failure = readToEnd(errors.fileHandleForReading)
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-      Issue.record("python3 could not parse the form:\n\(String(decoding: failure, as: UTF8.self))")
+    let outcome = try ChildProcess.run(python, ["-c", script, input.path], timeout: .seconds(60))
+    guard outcome.isSuccess else {
+      Issue.record("python3 could not parse the form (\(outcome.summary)):\n\(outcome.standardErrorText)")
       return []
     }
-    let rows = try JSONDecoder().decode([[String?]].self, from: data)
+    let rows = try JSONDecoder().decode([[String?]].self, from: outcome.standardOutput)
     return rows.map { Part(name: $0[0] ?? "", fileName: $0[1], content: Data(hex: $0[2] ?? "")) }
   }
 
