@@ -2,10 +2,6 @@ import Foundation
 import LoopbackHTTPServer
 import Testing
 
-#if canImport(Glibc)
-  import Glibc
-#endif
-
 /// The command-line tools the TLS tests run: `openssl` makes certificates, `python3` serves them.
 enum TLSTools {
   /// The path of `openssl` on `PATH`, if installed.
