@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackHTTPServer
 
 /// httpbin (the Python request-echo service) served by gunicorn: a server the project did not
 /// write, for `HttpbinTests`.
@@ -20,23 +21,8 @@ final class HttpbinServer: Sendable {
 
   private static let available: Bool = {
     guard let python = TLSTools.python else { return false }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = ["-c", "import httpbin, gunicorn"]
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    let exited = DispatchSemaphore(value: 0)
-    process.terminationHandler = { _ in exited.signal() }
-    do {
-      try process.run()
-    } catch {
-      return false
-    }
-    guard exited.wait(timeout: .now() + 60) == .success else {
-      process.terminate()
-      return false
-    }
-    return process.terminationStatus == 0
+    let outcome = try? ChildProcess.run(python, ["-c", "import httpbin, gunicorn"], timeout: .seconds(60))
+    return outcome?.isSuccess == true
   }()
 
   /// The server of this test process, started on first use; the error if it could not start.
@@ -45,8 +31,7 @@ final class HttpbinServer: Sendable {
   /// The port it listens on, on 127.0.0.1.
   let port: Int
   // Kept so that its standard input stays open until the test process exits.
-  private let process: Process
-  private let input: Pipe
+  private let process: ChildProcess
 
   private static let script = """
     import os, socket, subprocess, sys, time, urllib.request
@@ -81,19 +66,13 @@ final class HttpbinServer: Sendable {
   private init() throws {
     // gunicorn's own log (its workers hold standard error until the test process exits) goes
     // to the test log, as with python3 run by hand, not through the pipe the port comes on.
-    let (process, input, output) = PythonProcess.make(script: Self.script, keepingStandardError: true)
-    do {
-      try process.run()
-    } catch {
-      throw TLSFixtureError(description: "python3 did not start: \(error)")
-    }
+    let (process, output) = try PythonProcess.start(script: Self.script, keepingStandardError: true)
     self.process = process
-    self.input = input
     // Under ThreadSanitizer on a loaded machine, python3 and gunicorn take seconds to start.
     guard let line = output.first(from: 0, withPrefix: "port ", timeout: .seconds(60)),
       let port = Int(line.dropFirst("port ".count))
     else {
-      try? input.fileHandleForWriting.close()
+      process.closeStandardInput()
       throw TLSFixtureError(description: "httpbin under gunicorn did not start: \(output.all)")
     }
     self.port = port

@@ -633,22 +633,16 @@ private func curl(
       "%{http_code} %{size_download} %{speed_download}\\n", url,
     ]
     + arguments
-  let (exitCode, out, err) = try await blockingWork { () throws -> (Int32, String, String) in
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-    process.arguments = all
-    let stdout = Pipe()
-    let stderr = Pipe()
-    process.standardOutput = stdout
-    process.standardError = stderr
-    try process.run()
-    process.waitUntilExit()
-    return (
-      process.terminationStatus,
-      String(decoding: readToEnd(stdout.fileHandleForReading), as: UTF8.self),
-      String(decoding: readToEnd(stderr.fileHandleForReading), as: UTF8.self)
-    )
+  // curl gives up after 30 s (`--max-time`); the run's own limit is a backstop.
+  let outcome = try await blockingWork { try ChildProcess.run("/usr/bin/curl", all, timeout: .seconds(60)) }
+  var exitCode: Int32 = -1  // killed (or timed out): no exit code of curl's
+  var err = outcome.standardErrorText
+  if case .exited(let status) = outcome.termination, !outcome.timedOut {
+    exitCode = status
+  } else {
+    err += "curl \(outcome.summary)\n"
   }
+  let out = outcome.standardOutputText
   let fields = out.split(separator: "\n").last?.split(separator: " ") ?? []
   // The header file holds every response's head (100 Continue included): keep the last one.
   let text = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""

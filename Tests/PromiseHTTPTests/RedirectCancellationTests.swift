@@ -21,12 +21,16 @@ struct RedirectCancellationTests {
     async throws
   {
     let iterations = 1500
-    let (status, reason, output) = try await Self.runChild(
+    let outcome = try await Self.runChild(
       filter: "RedirectCancellationTests/childCancelsRequestsAtRandomOffsetsDuringThreeHopRedirects",
       environment: [Self.childSwitch: "\(iterations)"], limit: .seconds(150))
+    let output = outcome.standardOutputText
     let tail = output.split(separator: "\n").suffix(15).joined(separator: "\n")
-    #expect(reason == .exit, "the child process died (signal \(status)):\n\(tail)")
-    #expect(status == 0, "the child process failed:\n\(tail)")
+    #expect(!outcome.timedOut, "the child process did not finish within 150 s:\n\(tail)")
+    if case .signalled = outcome.termination {
+      Issue.record("the child process died (\(outcome.termination)):\n\(tail)")
+    }
+    #expect(outcome.isSuccess, "the child process failed (\(outcome.summary)):\n\(tail)")
     #expect(output.contains("REDIRECT-CANCEL settled \(iterations) of \(iterations)"), "\(tail)")
   }
 
@@ -73,55 +77,21 @@ struct RedirectCancellationTests {
     }
   }
 
-  /// Runs this test binary again with `filter`, waits at most `limit`, and returns how it ended.
+  /// Runs this test binary again with `filter` and `environment` added to this process's,
+  /// waits at most `limit` (then SIGTERM, and SIGKILL 5 s later), and returns how it ended, with
+  /// its standard output and error together.
   static func runChild(
     filter: String, environment: [String: String], limit: Duration
-  ) async throws -> (status: Int32, reason: Process.TerminationReason, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-    process.arguments = ["--testing-library", "swift-testing", "--filter", filter]
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    return await offThePool {
-      // Read until the child closes its end, on this thread, so a full pipe never blocks it.
-      let reader = DispatchQueue(label: "RedirectCancellationTests.reader")
-      let data = LockedData()
-      let done = DispatchSemaphore(value: 0)
-      reader.async {
-        data.set(readToEnd(pipe.fileHandleForReading))
-        done.signal()
+  ) async throws -> ChildProcess.Outcome {
+    let arguments = ["--testing-library", "swift-testing", "--filter", filter]
+    let merged = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    return try await offThePool {
+      Result { () throws(ChildProcessError) in
+        try ChildProcess.run(
+          CommandLine.arguments[0], arguments, environment: merged, mergingStandardError: true,
+          timeout: limit,
+          grace: .seconds(5))
       }
-      let seconds = Double(limit.components.seconds)
-      if done.wait(timeout: .now() + seconds) == .timedOut {
-        process.terminate()
-        done.wait()
-      }
-      process.waitUntilExit()
-      return (
-        process.terminationStatus, process.terminationReason, String(decoding: data.get(), as: UTF8.self)
-      )
-    }
-  }
-}
-
-/// Bytes handed from the reading thread to the waiting one.
-private final class LockedData: @unchecked Sendable {
-  // Safety: `data` is read and written only while `lock` is held.
-  private let lock = NSLock()
-  private var data = Data()
-
-  func set(_ new: Data) {
-    lock.lock()
-    data = new
-    lock.unlock()
-  }
-
-  func get() -> Data {
-    lock.lock()
-    defer { lock.unlock() }
-    return data
+    }.get()
   }
 }

@@ -2,10 +2,6 @@ import Foundation
 import LoopbackHTTPServer
 import Testing
 
-#if canImport(Glibc)
-  import Glibc
-#endif
-
 /// The command-line tools the TLS tests run: `openssl` makes certificates, `python3` serves them.
 enum TLSTools {
   /// The path of `openssl` on `PATH`, if installed.
@@ -32,23 +28,13 @@ struct TLSFixtureError: Error, CustomStringConvertible {
 ///
 /// Blocks the calling thread: call it through `offThePool`.
 private func run(_ executable: String, _ arguments: [String], timeout: Duration = .seconds(60)) throws {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: executable)
-  process.arguments = arguments
-  let output = Pipe()
-  process.standardOutput = output
-  process.standardError = output
-  let exited = DispatchSemaphore(value: 0)
-  process.terminationHandler = { _ in exited.signal() }
-  try process.run()
-  // openssl writes a few lines of progress: far below a pipe's buffer, so it never blocks on it.
-  guard exited.wait(timeout: .now() + timeout.seconds) == .success else {
-    process.terminate()
+  let outcome = try ChildProcess.run(executable, arguments, mergingStandardError: true, timeout: timeout)
+  guard !outcome.timedOut else {
     throw TLSFixtureError(description: "\(executable) \(arguments) did not finish within \(timeout)")
   }
-  guard process.terminationStatus == 0 else {
-    let text = String(decoding: readToEnd(output.fileHandleForReading), as: UTF8.self)
-    throw TLSFixtureError(description: "\(executable) failed (\(process.terminationStatus)): \(text)")
+  guard outcome.isSuccess else {
+    throw TLSFixtureError(
+      description: "\(executable) failed (\(outcome.termination)): \(outcome.standardOutputText)")
   }
 }
 
@@ -131,35 +117,24 @@ final class Lines: @unchecked Sendable {
 
 /// A `python3 -c SCRIPT` child whose standard output and error are collected line by line.
 enum PythonProcess {
-  /// Returns the process, not yet started, the pipe to its standard input (it runs until that
-  /// closes, if the script says so) and its output lines; its standard error joins them unless
+  /// Starts the process and returns it, with a pipe to its standard input (it runs until that
+  /// closes, if the script says so), and its output lines; its standard error joins them unless
   /// `keepingStandardError` (then it goes where the tests' own goes).
-  static func make(
+  static func start(
     script: String, arguments: [String] = [], keepingStandardError: Bool = false
-  ) -> (Process, Pipe, Lines) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: TLSTools.python ?? "python3")
-    process.arguments = ["-c", script] + arguments
-    let input = Pipe()
-    let outputPipe = Pipe()
+  ) throws -> (ChildProcess, Lines) {
     let output = Lines()
-    process.standardInput = input
-    process.standardOutput = outputPipe
-    if !keepingStandardError { process.standardError = outputPipe }
-    outputPipe.fileHandleForReading.readabilityHandler = { handle in
-      let data = handle.availableData
-      if data.isEmpty { handle.readabilityHandler = nil }
-      output.receive(data)
+    do {
+      let process = try ChildProcess.start(
+        TLSTools.python ?? "python3", ["-c", script] + arguments, standardInput: .pipe,
+        standardOutput: .stream { output.receive($0) },
+        standardError: keepingStandardError ? .inherit : .standardOutput)
+      return (process, output)
+    } catch {
+      throw TLSFixtureError(description: "python3 did not start: \(error)")
     }
-    return (process, input, output)
   }
 }
-
-/// Makes a write to the stdin of a server that died fail with `EPIPE` instead of killing the
-/// test process: `TLSServer.connections()` writes to a child's pipe.
-private let writesToClosedPipesFail: Void = {
-  signal(SIGPIPE, SIG_IGN)
-}()
 
 /// An HTTPS server on 127.0.0.1, a python3 process serving a certificate made by the test.
 ///
@@ -169,10 +144,8 @@ private let writesToClosedPipesFail: Void = {
 final class TLSServer: Sendable {
   /// The port it listens on.
   let port: Int
-  private let process: Process
-  private let input: Pipe
+  private let process: ChildProcess
   private let output: Lines
-  private let running: DispatchGroup
 
   private static let script = """
     import os, socket, ssl, sys, threading
@@ -210,17 +183,10 @@ final class TLSServer: Sendable {
   ///
   /// Blocks the calling thread: call it through `offThePool`.
   init(serving certificate: TestCertificate) throws {
-    _ = writesToClosedPipesFail
-    let (process, input, output) = PythonProcess.make(
+    let (process, output) = try PythonProcess.start(
       script: Self.script, arguments: [certificate.certificate.path, certificate.key.path])
-    let running = DispatchGroup()
-    running.enter()
-    process.terminationHandler = { _ in running.leave() }
-    try process.run()
     self.process = process
-    self.input = input
     self.output = output
-    self.running = running
     // Under ThreadSanitizer on a loaded machine, python3 has been seen to take seconds to start.
     guard let line = output.first(from: 0, withPrefix: "port ", timeout: .seconds(30)),
       let port = Int(line.dropFirst("port ".count))
@@ -244,7 +210,8 @@ final class TLSServer: Sendable {
   /// Blocks the calling thread: call it through `offThePool`.
   func connections() throws -> Int {
     let start = output.count
-    try input.fileHandleForWriting.write(contentsOf: Data("count\n".utf8))
+    // A server that died makes this throw `EPIPE` (`ChildProcess.write` never raises SIGPIPE).
+    try process.write(Data("count\n".utf8))
     guard let line = output.first(from: start, withPrefix: "connections ", timeout: .seconds(10)),
       let count = Int(line.dropFirst("connections ".count))
     else { throw TLSFixtureError(description: "the TLS server did not answer: \(output.all)") }
@@ -254,11 +221,11 @@ final class TLSServer: Sendable {
   /// What the server printed, for failure messages.
   var log: [String] { output.all }
 
-  /// Stops the server and waits (at most 10 s) for it to exit.
+  /// Stops the server: closes its input, sends it SIGTERM, and waits (at most 10 s, then SIGKILL)
+  /// for it to exit.
   func stop() {
-    try? input.fileHandleForWriting.close()
-    if process.isRunning { process.terminate() }
-    _ = running.wait(timeout: .now() + 10)
+    process.closeStandardInput()
+    process.terminate(grace: .seconds(10))
   }
 }
 

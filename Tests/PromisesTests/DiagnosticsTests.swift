@@ -290,7 +290,8 @@ struct DiagnosticsTests {
 
   // MARK: The default handler
 
-  @Test(.tags(.childProcess)) func byDefaultDebugBuildsLogAnUnhandledRejectionToStandardErrorAndReleaseBuildsDoNot() async throws {
+  @Test(.tags(.childProcess))
+  func byDefaultDebugBuildsLogAnUnhandledRejectionToStandardErrorAndReleaseBuildsDoNot() async throws {
     let result = try await #require(
       processExitsWith: .success, observing: [\.standardOutputContent, \.standardErrorContent]
     ) {
