@@ -8,7 +8,7 @@ import Foundation
   /// them for about two minutes), and a `connect` to it waits.
   ///
   /// It listens with a backlog of 0, which holds one connection, and makes that connection
-  /// itself, left pending.
+  /// itself, left pending; it is ready once the listener has queued it.
   final class FullBacklogListener: Sendable {
     /// The address it listens on: `127.0.0.1` or `::1`.
     let host: String
@@ -50,6 +50,15 @@ import Foundation
         if pending >= 0 { Glibc.close(pending) }
         Glibc.close(listener)
         throw error
+      }
+      // Full once the listener has queued that connection: the client's side is connected before
+      // its last ACK reaches the listener (on a loaded machine, later), and a SYN that comes
+      // before that finds room, or a SYN cookie, and connects.
+      var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+      guard poll(&entry, 1, 10_000) == 1 else {
+        Glibc.close(pending)
+        Glibc.close(listener)
+        throw POSIXError(.ETIMEDOUT, userInfo: [NSLocalizedDescriptionKey: "the backlog never filled"])
       }
       self.host = host
       self.port = chosen
@@ -95,20 +104,31 @@ import Foundation
     }
   }
 
-  /// The number of this machine's TCP sockets (IPv4 and IPv6) connecting to `port`: in the
+  /// The number of this process's TCP sockets (IPv4 and IPv6) connecting to `port`: in the
   /// `SYN_SENT` state, their handshake not answered.
   ///
-  /// Read from `/proc/net/tcp` and `/proc/net/tcp6`. A socket appears there from its `connect`
-  /// and leaves it when it is closed (a closed `SYN_SENT` socket leaves no `TIME_WAIT`), so the
-  /// count says whether a transfer has reached its connect, and whether it has let go of it.
+  /// Read from `/proc/net/tcp` and `/proc/net/tcp6`, keeping the sockets whose inode one of
+  /// `/proc/self/fd` names (other processes on the machine may connect to the same port). A
+  /// socket appears there from its `connect` and leaves it when it is closed (a closed
+  /// `SYN_SENT` socket leaves no `TIME_WAIT`), so the count says whether a transfer has reached
+  /// its connect, and whether it has let go of it.
   func connectingSockets(toPort port: Int) -> Int {
     let synSent = "02"
+    var inodes: Set<Substring> = []
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
+      guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
+        target.hasPrefix("socket:[")
+      else { continue }
+      inodes.insert(Substring(target.dropFirst(8).dropLast()))
+    }
     var count = 0
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
       guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
       for line in text.split(separator: "\n").dropFirst() {
+        // sl, local address, remote address, state, queues, timer, retransmits, uid, timeout, inode
         let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-        guard fields.count > 3, fields[3] == synSent, let colon = fields[2].lastIndex(of: ":"),
+        guard fields.count > 9, fields[3] == synSent, inodes.contains(fields[9]),
+          let colon = fields[2].lastIndex(of: ":"),
           Int(fields[2][fields[2].index(after: colon)...], radix: 16) == port
         else { continue }
         count += 1
