@@ -91,7 +91,8 @@ import Foundation
         }
       }
       guard parsed == 1 else { throw POSIXError(.EINVAL) }
-      length = socklen_t(family == AF_INET6 ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
+      length = socklen_t(
+        family == AF_INET6 ? MemoryLayout<sockaddr_in6>.size : MemoryLayout<sockaddr_in>.size)
       return (storage, length)
     }
   }

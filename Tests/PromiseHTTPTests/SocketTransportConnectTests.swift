@@ -75,7 +75,8 @@ import Testing
       for transport in [HTTPClient.TransferTransport.automatic, .urlSession] {
         var configuration = HTTPClient.Configuration(retryPolicy: .none, timeout: .seconds(30))
         configuration.transferTransport = transport
-        let client = HTTPClient(baseURL: URL(string: "http://\(host):\(port)/")!, configuration: configuration)
+        let client = HTTPClient(
+          baseURL: URL(string: "http://\(host):\(port)/")!, configuration: configuration)
         let (result, _) = await outcome(of: client.download("file", to: directory.file()))
         guard case .transport(let error, _)? = httpError(result) else {
           Issue.record("\(transport): got \(result)")
@@ -120,7 +121,8 @@ import Testing
 
     /// `::1` and `127.0.0.1` at `port`, in the order a resolver gives a "localhost" with both.
     static func localhostAddresses(port: Int) throws(URLError) -> [SocketConnection.Address] {
-      try SocketConnection.resolve(host: "::1", port: port) + SocketConnection.resolve(host: "127.0.0.1", port: port)
+      try SocketConnection.resolve(host: "::1", port: port)
+        + SocketConnection.resolve(host: "127.0.0.1", port: port)
     }
 
     /// Connects a connection with `idleTimeout` to the addresses of "localhost" at `port` and
@@ -221,10 +223,12 @@ import Testing
       let second = try FullBacklogListener(host: "127.0.0.1", port: port)
       let outcome = await offThePool { Self.exchange(port: port, idleTimeout: 0.6) }
       #expect(outcome.code == .timedOut)
-      #expect(outcome.message.hasPrefix("Failed to connect to localhost port \(port) after "), "\(outcome.message)")
+      #expect(
+        outcome.message.hasPrefix("Failed to connect to localhost port \(port) after "), "\(outcome.message)")
       #expect(outcome.message.hasSuffix(" ms: Connection timed out"), "\(outcome.message)")
       // 0.3 s on ::1, 0.3 s on 127.0.0.1: not 0.6 s each.
-      #expect(outcome.elapsed >= .milliseconds(600) && outcome.elapsed < .milliseconds(1100), "\(outcome.elapsed)")
+      #expect(
+        outcome.elapsed >= .milliseconds(600) && outcome.elapsed < .milliseconds(1100), "\(outcome.elapsed)")
       #expect(connectingSockets(toPort: port) == 0)
       withExtendedLifetime((first, second)) {}
     }

@@ -10,8 +10,8 @@ import Promises
 #endif
 
 #if canImport(Glibc)
-  /// A TCP connection of the socket transport: blocking reads and writes, each bounded by an idle
-  /// timeout, that another thread can stop at any moment with `stop()`.
+  /// A TCP connection of the socket transport: a set-up, then blocking reads and writes, each
+  /// bounded by an idle timeout, that another thread can stop at any moment with `stop()`.
   ///
   /// Errors are `URLError`s with the codes FoundationNetworking gives the same faults, so the
   /// client's retry policy and error texts treat both transports alike.
@@ -26,8 +26,9 @@ import Promises
       /// The wake-up pair (a Unix socket pair): every `poll` watches `wake.reader` beside the
       /// socket, and `stop()` shuts `wake.writer` down, which makes the reader readable for good.
       ///
-      /// A connecting socket needs it: `shutdown()` of a socket still in its handshake fails
-      /// (`ENOTCONN`) and does not wake a `poll` on it, which would wait out the whole set-up.
+      /// A connecting socket needs it: `shutdown()` of a socket still in its handshake is no
+      /// portable wake-up. Linux resets it, and the wait ends as if refused (`ECONNRESET`, not a
+      /// stop); a system that answers `ENOTCONN` leaves the `poll` waiting out the whole set-up.
       var wake: (reader: Int32, writer: Int32)?
       var stopped = false
     }
@@ -74,7 +75,8 @@ import Promises
         // libcurl's words (FoundationNetworking's error), with the resolver's reason after them.
         let reason = String(cString: gai_strerror(status))
         throw URLError(
-          .cannotFindHost, userInfo: [NSLocalizedDescriptionKey: "Could not resolve host: \(host) (\(reason))"])
+          .cannotFindHost,
+          userInfo: [NSLocalizedDescriptionKey: "Could not resolve host: \(host) (\(reason))"])
       }
       defer { freeaddrinfo(first) }
       var addresses: [Address] = []
@@ -135,7 +137,8 @@ import Promises
         return URLError(
           code,
           userInfo: [
-            NSLocalizedDescriptionKey: "Failed to connect to \(name) port \(port) after \(milliseconds) ms: \(reason)"
+            NSLocalizedDescriptionKey:
+              "Failed to connect to \(name) port \(port) after \(milliseconds) ms: \(reason)"
           ])
       }
       guard !addresses.isEmpty else { throw failure(.cannotFindHost, "No address for the host") }
@@ -144,7 +147,7 @@ import Promises
       for (index, address) in addresses.enumerated() {
         let remaining = budget - elapsed()
         // Out of time after earlier addresses took theirs: the last failure stands.
-        guard remaining > 0 else { break }
+        guard index == 0 || remaining > 0 else { break }
         let allowance = index < addresses.count - 1 ? remaining / 2 : remaining
         switch attempt(address, timeout: allowance) {
         case .connected:
@@ -457,8 +460,9 @@ import Promises
     /// Waits until `fd` is ready for `events` (or has failed, or was shut down), or until `wake`
     /// (the wake-up pair's reader) says the connection was stopped, at most `timeout` seconds.
     ///
-    /// One `poll` of both descriptors: the wake-up costs no system call of its own.
-    private static func wait(_ fd: Int32, wake: Int32, for events: Int16, timeout: TimeInterval) -> Readiness {
+    /// One `poll` of both descriptors: waking adds no system call to a read or a write.
+    private static func wait(_ fd: Int32, wake: Int32, for events: Int16, timeout: TimeInterval) -> Readiness
+    {
       let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(max(0, min(timeout, 1e9)) * 1e9)
       return withUnsafeTemporaryAllocation(of: pollfd.self, capacity: 2) { entries in
         while true {
