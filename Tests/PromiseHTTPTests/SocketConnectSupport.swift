@@ -124,8 +124,7 @@ import Foundation
     }
     var count = 0
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-      guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
-      for line in text.split(separator: "\n").dropFirst() {
+      for line in readProcFile(table).split(separator: "\n").dropFirst() {
         // sl, local address, remote address, state, queues, timer, retransmits, uid, timeout, inode
         let fields = line.split(separator: " ", omittingEmptySubsequences: true)
         guard fields.count > 9, fields[3] == synSent, inodes.contains(fields[9]),
@@ -136,5 +135,24 @@ import Foundation
       }
     }
     return count
+  }
+
+  /// The whole text of a file under `/proc`, read to its end.
+  ///
+  /// `String(contentsOfFile:)` is not used: such a file reports a size of 0, and a long one
+  /// (`/proc/net/tcp` while other tests hold many connections) was seen cut to its first lines.
+  private func readProcFile(_ path: String) -> String {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return "" }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+      if count < 0, errno == EINTR { continue }
+      guard count > 0 else { break }
+      bytes += chunk[..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
   }
 #endif
