@@ -526,7 +526,8 @@ struct SocketConnectionTests {
       let (code, elapsed) = await offThePool { () -> (URLError.Code?, Duration) in
         let start = ContinuousClock.now
         do {
-          let connection = try SocketConnection.connect(host: "127.0.0.1", port: port, idleTimeout: 0.2)
+          let connection = SocketConnection(idleTimeout: 0.2)
+          try connection.connect(host: "127.0.0.1", port: port)
           try connection.send(contentsOf: Array("GET /silent HTTP/1.1\r\nHost: x\r\n\r\n".utf8))
           var buffer = [UInt8](repeating: 0, count: 64)
           _ = try buffer.withUnsafeMutableBytes { try connection.receive(into: $0) }
@@ -547,7 +548,8 @@ struct SocketConnectionTests {
       let port = server.server.port
       let codes = await offThePool { () -> [URLError.Code?] in
         do {
-          let connection = try SocketConnection.connect(host: "127.0.0.1", port: port, idleTimeout: 30)
+          let connection = SocketConnection(idleTimeout: 30)
+          try connection.connect(host: "127.0.0.1", port: port)
           connection.stop()
           var codes: [URLError.Code?] = []
           do {
@@ -577,7 +579,7 @@ struct SocketConnectionTests {
     let port = closed.port
     let code = await offThePool { () -> URLError.Code? in
       do {
-        _ = try SocketConnection.connect(host: "127.0.0.1", port: port, idleTimeout: 5)
+        try SocketConnection(idleTimeout: 5).connect(host: "127.0.0.1", port: port)
         return nil
       } catch {
         return (error as? URLError)?.code

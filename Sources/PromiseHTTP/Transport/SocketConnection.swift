@@ -10,26 +10,35 @@ import Promises
 #endif
 
 #if canImport(Glibc)
-  /// A TCP connection of the socket transport: blocking reads and writes, each bounded by an idle
-  /// timeout, that another thread can stop at any moment with `stop()`.
+  /// A TCP connection of the socket transport: a set-up, then blocking reads and writes, each
+  /// bounded by an idle timeout, that another thread can stop at any moment with `stop()`.
   ///
   /// Errors are `URLError`s with the codes FoundationNetworking gives the same faults, so the
   /// client's retry policy and error texts treat both transports alike.
   final class SocketConnection: Sendable {
-    /// The descriptor (`nil` once closed) and whether `stop()` was called.
+    /// The descriptors (`nil` once closed) and whether `stop()` was called.
     ///
-    /// Both under the lock, so that `stop()` never shuts down a descriptor number the kernel gave to another
-    /// file after `close()`.
+    /// All under the lock, so that `stop()` never shuts down or signals a descriptor number the
+    /// kernel gave to another file after `close()`.
     private struct State {
+      /// The socket: the one being connected during the set-up, then the connected one.
       var descriptor: Int32?
+      /// The wake-up pair (a Unix socket pair): every `poll` watches `wake.reader` beside the
+      /// socket, and `stop()` shuts `wake.writer` down, which makes the reader readable for good.
+      ///
+      /// A connecting socket needs it: `shutdown()` of a socket still in its handshake is no
+      /// portable wake-up. Linux resets it, and the wait ends as if refused (`ECONNRESET`, not a
+      /// stop); a system that answers `ENOTCONN` leaves the `poll` waiting out the whole set-up.
+      var wake: (reader: Int32, writer: Int32)?
       var stopped = false
     }
     private let state = LockedBox(State())
     /// How long a read, a write or the connection set-up may wait without progress.
     let idleTimeout: TimeInterval
 
-    private init(descriptor: Int32, idleTimeout: TimeInterval) {
-      state.withLock { $0.descriptor = descriptor }
+    /// Creates a connection that is not connected yet: `connect(host:port:)` connects it, and
+    /// `stop()` can interrupt that from another thread.
+    init(idleTimeout: TimeInterval) {
       self.idleTimeout = idleTimeout
     }
 
@@ -40,79 +49,193 @@ import Promises
     /// Whether `stop()` was called.
     var isStopped: Bool { state.withLock { $0.stopped } }
 
-    /// Connects to `host`:`port`, trying each address the resolver gives in turn.
+    /// An address to connect to: a copy of one the resolver gave.
+    struct Address {
+      fileprivate var storage = sockaddr_storage()
+      fileprivate var length: socklen_t = 0
+      fileprivate var family: Int32 = 0
+      fileprivate var type: Int32 = 0
+      fileprivate var `protocol`: Int32 = 0
+    }
+
+    /// Returns the addresses of `host`:`port`, in the resolver's order.
     ///
-    /// - Throws: `URLError` `.cannotFindHost` when the name does not resolve,
-    ///   `.cannotConnectToHost` when no address accepts, `.timedOut` past `idleTimeout`.
-    static func connect(host: String, port: Int, idleTimeout: TimeInterval) throws(URLError)
-      -> SocketConnection
-    {
+    /// The lookup (`getaddrinfo`) cannot be interrupted: a `stop()` meanwhile takes effect when it
+    /// returns.
+    ///
+    /// - Throws: `URLError` `.cannotFindHost` when the name does not resolve.
+    static func resolve(host: String, port: Int) throws(URLError) -> [Address] {
       var hints = addrinfo()
       hints.ai_family = AF_UNSPEC
-      #if canImport(Glibc)
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-      #else
-        hints.ai_socktype = SOCK_STREAM
-      #endif
+      hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
       hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG
       var list: UnsafeMutablePointer<addrinfo>?
       let status = getaddrinfo(host, String(port), &hints, &list)
       guard status == 0, let first = list else {
-        let text = String(cString: gai_strerror(status))
+        // libcurl's words (FoundationNetworking's error), with the resolver's reason after them.
+        let reason = String(cString: gai_strerror(status))
         throw URLError(
-          .cannotFindHost, userInfo: [NSLocalizedDescriptionKey: "Could not resolve host: \(text)"])
+          .cannotFindHost,
+          userInfo: [NSLocalizedDescriptionKey: "Could not resolve host: \(host) (\(reason))"])
       }
       defer { freeaddrinfo(first) }
-      var failure = URLError(.cannotConnectToHost)
+      var addresses: [Address] = []
       var entry: UnsafeMutablePointer<addrinfo>? = first
-      while let address = entry {
-        entry = address.pointee.ai_next
-        do {
-          let fd = try open(address.pointee, idleTimeout: idleTimeout)
-          return SocketConnection(descriptor: fd, idleTimeout: idleTimeout)
-        } catch {
-          failure = error
-          if error.code == .timedOut { break }
+      while let info = entry?.pointee {
+        entry = info.ai_next
+        guard let source = info.ai_addr, Int(info.ai_addrlen) <= MemoryLayout<sockaddr_storage>.size else {
+          continue
         }
+        var address = Address()
+        withUnsafeMutableBytes(of: &address.storage) { target in
+          target.copyMemory(from: UnsafeRawBufferPointer(start: source, count: Int(info.ai_addrlen)))
+        }
+        address.length = info.ai_addrlen
+        address.family = info.ai_family
+        address.type = info.ai_socktype
+        address.protocol = info.ai_protocol
+        addresses.append(address)
       }
-      throw failure
+      return addresses
     }
 
-    /// Opens a non-blocking socket to `address` and waits for it to connect.
-    private static func open(_ address: addrinfo, idleTimeout: TimeInterval) throws(URLError) -> Int32 {
-      #if canImport(Glibc)
-        let type = address.ai_socktype | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-      #else
-        let type = address.ai_socktype
-      #endif
-      let fd = socket(address.ai_family, type, address.ai_protocol)
-      guard fd >= 0 else {
-        throw failure(.cannotConnectToHost, errno: errno, doing: "Could not create a socket")
+    /// Connects to `host`:`port`, trying each address the resolver gives in turn (see
+    /// `connect(to:host:port:)` for how the time is shared).
+    ///
+    /// - Throws: `URLError` `.cannotFindHost` when the name does not resolve,
+    ///   `.cannotConnectToHost` when no address accepts, `.timedOut` when the last one tried
+    ///   took too long, `.cancelled` once stopped.
+    func connect(host: String, port: Int) throws(URLError) {
+      if isStopped { throw URLError(.cancelled) }
+      let addresses = try Self.resolve(host: host, port: port)
+      try connect(to: addresses, host: host, port: port)
+    }
+
+    /// Connects to the first of `addresses` that accepts, trying them in order; `host` and
+    /// `port` name them in errors.
+    ///
+    /// The time: the whole set-up waits at most `idleTimeout` (it makes no progress before it
+    /// connects). While another address is left to try, an address gets half of the time that
+    /// remains, and the last one gets all of it, as libcurl shares its connect timeout: one
+    /// address that does not answer (a black-holed IPv6 route, a full backlog) cannot take the
+    /// time of those after it, and a refused one takes next to none. The request's own deadline
+    /// and a cancellation end the set-up through `stop()`, which wakes the wait at once, and no
+    /// later address is tried.
+    ///
+    /// - Throws: `URLError` `.cannotConnectToHost` when no address accepts, `.timedOut` when the
+    ///   last one tried took too long — each naming `host` and `port` as libcurl does —, and
+    ///   `.cancelled` once stopped.
+    func connect(to addresses: [Address], host: String, port: Int) throws(URLError) {
+      let start = DispatchTime.now().uptimeNanoseconds
+      let budget = max(0, min(idleTimeout, 1e9))
+      func elapsed() -> TimeInterval { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+      func failure(_ code: URLError.Code, _ reason: String) -> URLError {
+        // libcurl's form ("Failed to connect to localhost port 8080 after 3 ms: …"), which
+        // names the host as the URL does (never its user-info) and the port.
+        let milliseconds = Int(elapsed() * 1000)
+        let name = host.contains(":") ? "[\(host)]" : host
+        return URLError(
+          code,
+          userInfo: [
+            NSLocalizedDescriptionKey:
+              "Failed to connect to \(name) port \(port) after \(milliseconds) ms: \(reason)"
+          ])
       }
-      #if !canImport(Glibc)
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-      #endif
+      guard !addresses.isEmpty else { throw failure(.cannotFindHost, "No address for the host") }
+      try makeWakePair()
+      var last = failure(.cannotConnectToHost, "No address accepted the connection")
+      for (index, address) in addresses.enumerated() {
+        let remaining = budget - elapsed()
+        // Out of time after earlier addresses took theirs: the last failure stands.
+        guard index == 0 || remaining > 0 else { break }
+        let allowance = index < addresses.count - 1 ? remaining / 2 : remaining
+        switch attempt(address, timeout: allowance) {
+        case .connected:
+          return
+        case .stopped:
+          throw URLError(.cancelled)
+        case .timedOut:
+          last = failure(.timedOut, "Connection timed out")
+        case .failed(let code, let errno):
+          last = failure(code, String(cString: strerror(errno)))
+        }
+      }
+      throw last
+    }
+
+    /// Makes the wake-up pair `stop()` signals, unless stopped already.
+    private func makeWakePair() throws(URLError) {
+      var pair: [Int32] = [-1, -1]
+      let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+      guard socketpair(AF_UNIX, type, 0, &pair) == 0 else {
+        throw Self.failure(.cannotConnectToHost, errno: errno, doing: "Could not create a socket pair")
+      }
+      let (kept, stopped) = state.withLock { state in
+        guard state.wake == nil else { return (false, state.stopped) }
+        state.wake = (pair[0], pair[1])
+        return (true, state.stopped)
+      }
+      if !kept {
+        Glibc.close(pair[0])
+        Glibc.close(pair[1])
+      }
+      if stopped { throw URLError(.cancelled) }
+    }
+
+    /// How one address's attempt ended.
+    private enum Attempt {
+      case connected
+      case stopped
+      case timedOut
+      /// Refused or unreachable: `code` for the `URLError`, `errno` for the reason.
+      case failed(URLError.Code, errno: Int32)
+    }
+
+    /// Opens a non-blocking socket to `address` and waits at most `timeout` for it to connect.
+    ///
+    /// The socket is the connection's from before `connect(2)`, so that `stop()` reaches it; it
+    /// is closed again if it does not connect.
+    private func attempt(_ address: Address, timeout: TimeInterval) -> Attempt {
+      let type = address.type | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+      let fd = socket(address.family, type, address.protocol)
+      guard fd >= 0 else { return .failed(.cannotConnectToHost, errno: errno) }
       var on: Int32 = 1
       _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
-      if Glibc.connect(fd, address.ai_addr, address.ai_addrlen) != 0 {
-        let code = errno
-        guard code == EINPROGRESS else {
-          Glibc.close(fd)
-          throw failure(.cannotConnectToHost, errno: code, doing: "Failed to connect")
-        }
-        guard wait(fd, for: Int16(POLLOUT), timeout: idleTimeout) != nil else {
-          Glibc.close(fd)
-          throw URLError(.timedOut, userInfo: [NSLocalizedDescriptionKey: "Connection timed out"])
-        }
-        var result: Int32 = 0
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &result, &length)
-        if result != 0 {
-          Glibc.close(fd)
-          throw failure(.cannotConnectToHost, errno: result, doing: "Failed to connect")
+      // A stopped connection starts no connect: checked under the lock that `stop()` takes.
+      let wake: Int32? = state.withLock { state in
+        guard !state.stopped, let wake = state.wake else { return nil }
+        state.descriptor = fd
+        return wake.reader
+      }
+      guard let wake else {
+        Glibc.close(fd)
+        return .stopped
+      }
+      var storage = address.storage
+      let started = withUnsafePointer(to: &storage) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, address.length) }
+      }
+      if started == 0 { return .connected }
+      var code = errno
+      if code == EINPROGRESS || code == EINTR {
+        switch Self.wait(fd, wake: wake, for: Int16(POLLOUT), timeout: timeout) {
+        case .stopped:
+          // Closed with the connection.
+          return .stopped
+        case .timedOut:
+          code = ETIMEDOUT
+        case .ready:
+          var result: Int32 = 0
+          var length = socklen_t(MemoryLayout<Int32>.size)
+          _ = getsockopt(fd, SOL_SOCKET, SO_ERROR, &result, &length)
+          if result == 0 { return .connected }
+          code = result
         }
       }
-      return fd
+      // Not connected: the socket is given up under the lock, so `stop()` no longer sees it.
+      state.withLock { $0.descriptor = nil }
+      Glibc.close(fd)
+      return code == ETIMEDOUT ? .timedOut : .failed(.cannotConnectToHost, errno: code)
     }
 
     /// Sends all of `bytes`.
@@ -127,7 +250,7 @@ import Promises
     func send(_ bytes: UnsafeRawBufferPointer, flowing: () -> Void = {}) throws(URLError) {
       var offset = 0
       while offset < bytes.count {
-        let fd = try descriptor()
+        let (fd, wake) = try descriptors()
         let sent = Glibc.send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
         if sent > 0 {
           offset += sent
@@ -136,13 +259,16 @@ import Promises
         let code = errno
         if sent < 0, code == EINTR { continue }
         if sent < 0, code == EAGAIN || code == EWOULDBLOCK {
-          switch Self.waitToSend(fd, timeout: idleTimeout, flowing: flowing) {
+          switch Self.waitToSend(fd, wake: wake, timeout: idleTimeout, flowing: flowing) {
           case .writable:
             continue
-          case .answered where Self.skipInterimResponses(fd, timeout: idleTimeout):
+          case .stopped:
+            throw URLError(.cancelled)
+          case .answered where Self.skipInterimResponses(fd, wake: wake, timeout: idleTimeout):
             // Only interim (1xx) responses, a `100 Continue` say: the server still wants the body.
             continue
           case .answered:
+            if isStopped { throw URLError(.cancelled) }
             // The server answered (a 413, say) without reading the rest: the caller reads it.
             throw URLError(
               .networkConnectionLost,
@@ -170,7 +296,7 @@ import Promises
     ///   when nothing arrives for `idleTimeout`, `.cancelled` once stopped.
     func receive(into buffer: UnsafeMutableRawBufferPointer) throws(URLError) -> Int {
       while true {
-        let fd = try descriptor()
+        let (fd, wake) = try descriptors()
         let count = Glibc.recv(fd, buffer.baseAddress!, buffer.count, 0)
         if count >= 0 {
           // A stop shuts the socket down, which reads as the end of the stream.
@@ -180,36 +306,51 @@ import Promises
         let code = errno
         if code == EINTR { continue }
         if code == EAGAIN || code == EWOULDBLOCK {
-          guard Self.wait(fd, for: Int16(POLLIN), timeout: idleTimeout) != nil else { throw try timedOut() }
-          continue
+          switch Self.wait(fd, wake: wake, for: Int16(POLLIN), timeout: idleTimeout) {
+          case .ready: continue
+          case .stopped: throw URLError(.cancelled)
+          case .timedOut: throw try timedOut()
+          }
         }
         if isStopped { throw URLError(.cancelled) }
         throw Self.failure(.networkConnectionLost, errno: code, doing: "Recv failure")
       }
     }
 
-    /// Stops the connection from any thread: a read or write in progress, and every later one,
-    /// fails with `URLError(.cancelled)`.
+    /// Stops the connection from any thread: the set-up, a read or write in progress, and every
+    /// later one, fail with `URLError(.cancelled)`.
+    ///
+    /// It wakes any wait on the socket through the wake-up pair, and shuts the socket down, so
+    /// that the peer learns at once that nothing more is coming.
     func stop() {
       state.withLock { state in
         state.stopped = true
+        if let wake = state.wake { _ = shutdown(wake.writer, Int32(SHUT_WR)) }
         if let fd = state.descriptor { _ = shutdown(fd, Int32(SHUT_RDWR)) }
       }
     }
 
-    /// Closes the descriptor; later calls do nothing.
+    /// Closes the descriptors; later calls do nothing.
     func close() {
-      let fd = state.withLock { state in
-        defer { state.descriptor = nil }
-        return state.descriptor
+      let (fd, wake) = state.withLock { state in
+        defer {
+          state.descriptor = nil
+          state.wake = nil
+        }
+        return (state.descriptor, state.wake)
       }
       if let fd { _ = Glibc.close(fd) }
+      if let wake {
+        _ = Glibc.close(wake.reader)
+        _ = Glibc.close(wake.writer)
+      }
     }
 
-    private func descriptor() throws(URLError) -> Int32 {
-      let (fd, stopped) = state.withLock { ($0.descriptor, $0.stopped) }
-      guard let fd, !stopped else { throw URLError(.cancelled) }
-      return fd
+    /// The connected socket and the wake-up pair's reader.
+    private func descriptors() throws(URLError) -> (socket: Int32, wake: Int32) {
+      let (fd, wake, stopped) = state.withLock { ($0.descriptor, $0.wake?.reader, $0.stopped) }
+      guard let fd, let wake, !stopped else { throw URLError(.cancelled) }
+      return (fd, wake)
     }
 
     private func timedOut() throws(URLError) -> URLError {
@@ -229,6 +370,8 @@ import Promises
       case answered
       /// The peer took nothing for a whole idle timeout.
       case idle
+      /// The connection was stopped.
+      case stopped
     }
 
     /// Waits until `fd` can take more bytes or has something to read, or until the peer took
@@ -236,13 +379,17 @@ import Promises
     ///
     /// Checks the bytes not yet acknowledged (`TIOCOUTQ`) every 100 ms and calls
     /// `flowing` when they went down.
-    private static func waitToSend(_ fd: Int32, timeout: TimeInterval, flowing: () -> Void) -> SendWait {
+    private static func waitToSend(
+      _ fd: Int32, wake: Int32, timeout: TimeInterval, flowing: () -> Void
+    ) -> SendWait {
       let limit = UInt64(max(0, min(timeout, 1e9)) * 1e9)
       var lastLife = DispatchTime.now().uptimeNanoseconds
       var queued = unacknowledged(fd)
       while true {
-        if let events = wait(fd, for: Int16(POLLOUT) | Int16(POLLIN), timeout: min(timeout, 0.1)) {
-          return events & Int16(POLLIN) != 0 ? .answered : .writable
+        switch wait(fd, wake: wake, for: Int16(POLLOUT) | Int16(POLLIN), timeout: min(timeout, 0.1)) {
+        case .ready(let events): return events & Int16(POLLIN) != 0 ? .answered : .writable
+        case .stopped: return .stopped
+        case .timedOut: break
         }
         let now = unacknowledged(fd)
         if let before = queued, let now, now < before {
@@ -259,7 +406,7 @@ import Promises
     /// error) is there, left unread for the response's reader.
     ///
     /// A head still arriving is waited for, at most `timeout`.
-    private static func skipInterimResponses(_ fd: Int32, timeout: TimeInterval) -> Bool {
+    private static func skipInterimResponses(_ fd: Int32, wake: Int32, timeout: TimeInterval) -> Bool {
       let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(max(0, min(timeout, 1e9)) * 1e9)
       return withUnsafeTemporaryAllocation(byteCount: HTTP1ResponseHead.maximumSize, alignment: 1) { buffer in
         while true {
@@ -271,10 +418,8 @@ import Promises
           let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<peeked])
           guard let length = HTTP1ResponseHead.end(in: bytes) else {
             // Part of a head: wait for the rest, unless it cannot fit or time is up.
-            guard peeked < buffer.count, DispatchTime.now().uptimeNanoseconds < deadline,
-              wait(fd, for: Int16(POLLIN), timeout: 0.1) != nil
-                || DispatchTime.now().uptimeNanoseconds < deadline
-            else { return false }
+            guard peeked < buffer.count, DispatchTime.now().uptimeNanoseconds < deadline else { return false }
+            if case .stopped = wait(fd, wake: wake, for: Int16(POLLIN), timeout: 0.1) { return false }
             continue
           }
           guard let head = try? HTTP1ResponseHead.parse(UnsafeRawBufferPointer(rebasing: bytes[..<length])),
@@ -302,21 +447,36 @@ import Promises
       #endif
     }
 
-    /// Waits until `fd` is ready for `events` (or has failed, or was shut down) and returns the
-    /// events it reports; `nil` after `timeout` seconds without any.
-    @discardableResult
-    private static func wait(_ fd: Int32, for events: Int16, timeout: TimeInterval) -> Int16? {
+    /// What a wait on a socket found.
+    private enum Readiness {
+      /// The socket reported these events (or the poll failed: the next call says why).
+      case ready(Int16)
+      /// `stop()` was called.
+      case stopped
+      /// Nothing happened for the whole timeout.
+      case timedOut
+    }
+
+    /// Waits until `fd` is ready for `events` (or has failed, or was shut down), or until `wake`
+    /// (the wake-up pair's reader) says the connection was stopped, at most `timeout` seconds.
+    ///
+    /// One `poll` of both descriptors: waking adds no system call to a read or a write.
+    private static func wait(_ fd: Int32, wake: Int32, for events: Int16, timeout: TimeInterval) -> Readiness
+    {
       let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(max(0, min(timeout, 1e9)) * 1e9)
-      while true {
-        let now = DispatchTime.now().uptimeNanoseconds
-        guard now < deadline else { return nil }
-        // At most a day per poll: the milliseconds of a longer timeout overflow poll's Int32.
-        let milliseconds = Int32(min((deadline - now) / 1_000_000 + 1, 86_400_000))
-        var entry = pollfd(fd: fd, events: events, revents: 0)
-        let ready = poll(&entry, 1, milliseconds)
-        if ready > 0 { return entry.revents }
-        // A failed poll: the next read or write says why.
-        if ready < 0, errno != EINTR { return events }
+      return withUnsafeTemporaryAllocation(of: pollfd.self, capacity: 2) { entries in
+        while true {
+          let now = DispatchTime.now().uptimeNanoseconds
+          guard now < deadline else { return .timedOut }
+          // At most a day per poll: the milliseconds of a longer timeout overflow poll's Int32.
+          let milliseconds = Int32(min((deadline - now) / 1_000_000 + 1, 86_400_000))
+          entries[0] = pollfd(fd: fd, events: events, revents: 0)
+          entries[1] = pollfd(fd: wake, events: Int16(POLLIN), revents: 0)
+          let ready = poll(entries.baseAddress!, 2, milliseconds)
+          if ready > 0 { return entries[1].revents != 0 ? .stopped : .ready(entries[0].revents) }
+          // A failed poll: the next read or write says why.
+          if ready < 0, errno != EINTR { return .ready(events) }
+        }
       }
     }
 
@@ -329,10 +489,10 @@ import Promises
   /// The socket transport needs Glibc; elsewhere `SocketTransportSettings` never chooses it,
   /// and this stand-in only keeps the package building.
   final class SocketConnection: Sendable {
+    let idleTimeout: TimeInterval
+    init(idleTimeout: TimeInterval) { self.idleTimeout = idleTimeout }
     var isStopped: Bool { true }
-    static func connect(host: String, port: Int, idleTimeout: TimeInterval) throws(URLError)
-      -> SocketConnection
-    {
+    func connect(host: String, port: Int) throws(URLError) {
       throw URLError(.unsupportedURL)
     }
     func send(_ bytes: UnsafeRawBufferPointer, flowing: () -> Void = {}) throws(URLError) {

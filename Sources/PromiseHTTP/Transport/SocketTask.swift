@@ -202,16 +202,18 @@ final class SocketTask: ExchangeTask {
     let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : 60
     // A body that cannot be sent (a stream of chunks read already) fails before connecting.
     let outgoing = try OutgoingBody(body, request: request)
-    let connection = try SocketConnection.connect(host: host, port: port, idleTimeout: timeout)
+    // The connection is the task's before it connects, so that `cancel()` (the request's
+    // deadline, too) stops the set-up at once instead of leaving the thread and its socket to an
+    // idle timeout.
+    let connection = SocketConnection(idleTimeout: timeout)
+    defer { connection.close() }
     let started = phase.withLock { phase in
       guard case .running = phase else { return false }
       phase = .running(connection)
       return true
     }
-    guard started else {
-      connection.close()
-      throw URLError(.cancelled)
-    }
+    guard started else { throw URLError(.cancelled) }
+    try connection.connect(host: host, port: port)
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 1)
     defer { buffer.deallocate() }
     let head = requestHead(url: url, host: host, port: port, body: outgoing)
