@@ -202,7 +202,9 @@ final class Transport: Sendable {
     var request = request
     if case .stream(let stream) = body { request.httpBodyStream = stream.makeInputStream() }
     let stream: (any UploadBodyStream)? = if case .stream(let stream) = body { stream } else { nil }
-    let task = SessionTask(queue: taskQueue, delegate: delegate) { [session, request] in
+    // The task holds the transport until the `URLSessionTask` is made: `deinit` invalidates the
+    // session, and a task cannot be made in an invalidated session.
+    let task = SessionTask(queue: taskQueue, delegate: delegate) { [self, request] in
       if case .file(let url) = body { return session.uploadTask(with: request, fromFile: url) }
       return session.dataTask(with: request)
     }
