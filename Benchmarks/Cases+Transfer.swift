@@ -52,73 +52,71 @@ extension Plan {
     // Every case's value is the number of bytes it moved.
     let expected = workload.units << 20
 
+    /// A download case: starts the fixture and removes `<variant>.bin` from its directory
+    /// (untimed); times the body `prepare` returns for the server and that destination; then
+    /// checks the file's size and checksum and removes it (untimed).
+    func downloadCase(
+      _ variant: String, _ prepare: @escaping (TransferFixture.Started, URL) -> () throws -> Int
+    ) -> BenchCase {
+      BenchCase(workload: workload, variant: variant, baseline: "download-curl", expected: expected) {
+        let started = try fixture.started()
+        let destination = started.directory.appendingPathComponent("\(variant).bin")
+        try? FileManager.default.removeItem(at: destination)
+        return TimedRun(
+          body: prepare(started, destination), verify: { try fixture.verifyDownload(at: destination) })
+      }
+    }
+
+    /// An upload case: starts the fixture and writes the source file once (untimed); times the
+    /// body `prepare` returns for the server and that file, which checks the server's receipt.
+    func uploadCase(
+      _ variant: String, _ prepare: @escaping (TransferFixture.Started, URL) -> () throws -> Int
+    ) -> BenchCase {
+      BenchCase(workload: workload, variant: variant, baseline: "upload-curl", expected: expected) {
+        let started = try fixture.started()
+        let source = try fixture.uploadSource()
+        return TimedRun(body: prepare(started, source))
+      }
+    }
+
     return [
-      BenchCase(workload: workload, variant: "download-curl", baseline: "download-curl", expected: expected) {
-        let started = try fixture.started()
-        let destination = started.directory.appendingPathComponent("download-curl.bin")
-        try? FileManager.default.removeItem(at: destination)
-        return TimedRun(
-          body: {
-            let result = try runCurl(["-o", destination.path, started.fileURL.absoluteString])
-            guard result.status == 0 else {
-              throw BenchmarkFailure("curl -o exited with \(result.status): \(result.standardError)")
-            }
-            return try fileSize(destination)
-          },
-          verify: { try fixture.verifyDownload(at: destination) })
+      downloadCase("download-curl") { started, destination in
+        {
+          let result = try runCurl(["-o", destination.path, started.fileURL.absoluteString])
+          guard result.status == 0 else {
+            throw BenchmarkFailure("curl -o exited with \(result.status): \(result.standardError)")
+          }
+          return try fileSize(destination)
+        }
       },
-      BenchCase(
-        workload: workload, variant: "download-promise", baseline: "download-curl", expected: expected
-      ) {
-        let started = try fixture.started()
-        let destination = started.directory.appendingPathComponent("download-promise.bin")
-        try? FileManager.default.removeItem(at: destination)
-        return TimedRun(
-          body: {
-            let download = try started.client.download("file", to: destination).wait(
-              timeout: waitLimitSeconds)
-            return Int(download.byteCount)
-          },
-          verify: { try fixture.verifyDownload(at: destination) })
+      downloadCase("download-promise") { started, destination in
+        {
+          let download = try started.client.download("file", to: destination).wait(
+            timeout: waitLimitSeconds)
+          return Int(download.byteCount)
+        }
       },
-      BenchCase(
-        workload: workload, variant: "download-urlsession", baseline: "download-curl", expected: expected
-      ) {
-        let started = try fixture.started()
-        let destination = started.directory.appendingPathComponent("download-urlsession.bin")
-        try? FileManager.default.removeItem(at: destination)
-        return TimedRun(
-          body: { try RawTransfers.download(started.fileURL, to: destination) },
-          verify: { try fixture.verifyDownload(at: destination) })
+      downloadCase("download-urlsession") { started, destination in
+        { try RawTransfers.download(started.fileURL, to: destination) }
       },
-      BenchCase(workload: workload, variant: "upload-curl", baseline: "upload-curl", expected: expected) {
-        let started = try fixture.started()
-        let source = try fixture.uploadSource()
-        return TimedRun(
-          body: {
-            let result = try runCurl(["-T", source.path, started.uploadURL.absoluteString])
-            guard result.status == 0 else {
-              throw BenchmarkFailure("curl -T exited with \(result.status): \(result.standardError)")
-            }
-            return try fixture.checkUploadReceipt(result.standardOutput)
-          })
+      uploadCase("upload-curl") { started, source in
+        {
+          let result = try runCurl(["-T", source.path, started.uploadURL.absoluteString])
+          guard result.status == 0 else {
+            throw BenchmarkFailure("curl -T exited with \(result.status): \(result.standardError)")
+          }
+          return try fixture.checkUploadReceipt(result.standardOutput)
+        }
       },
-      BenchCase(workload: workload, variant: "upload-promise", baseline: "upload-curl", expected: expected) {
-        let started = try fixture.started()
-        let source = try fixture.uploadSource()
-        return TimedRun(
-          body: {
-            let response = try started.client.upload(.file(source), to: "upload", method: .put)
-              .wait(timeout: waitLimitSeconds)
-            return try fixture.checkUploadReceipt(response.text)
-          })
+      uploadCase("upload-promise") { started, source in
+        {
+          let response = try started.client.upload(.file(source), to: "upload", method: .put)
+            .wait(timeout: waitLimitSeconds)
+          return try fixture.checkUploadReceipt(response.text)
+        }
       },
-      BenchCase(workload: workload, variant: "upload-urlsession", baseline: "upload-curl", expected: expected)
-      {
-        let started = try fixture.started()
-        let source = try fixture.uploadSource()
-        return TimedRun(
-          body: { try fixture.checkUploadReceipt(try RawTransfers.upload(source, to: started.uploadURL)) })
+      uploadCase("upload-urlsession") { started, source in
+        { try fixture.checkUploadReceipt(try RawTransfers.upload(source, to: started.uploadURL)) }
       },
     ]
   }
