@@ -1,5 +1,4 @@
 import Foundation
-import LoopbackHTTPServer
 import Testing
 
 @testable import PromiseHTTP
@@ -9,61 +8,70 @@ import Testing
   import FoundationNetworking
 #endif
 
-/// Starting and cancelling requests never waits for FoundationNetworking's work queue.
+/// `SessionTask`: from a task, starting and cancelling only queue the work that
+/// FoundationNetworking may hold up (its `dataTask(with:)`, `resume()` and `cancel()` wait for
+/// a work queue shared by every session); from anywhere else, the work runs on the caller's
+/// thread, in order.
+///
+/// The factory here stands for FoundationNetworking's busy queue: it waits at a gate the test
+/// opens. (A test that held FoundationNetworking's real queue — through a URLProtocol of a
+/// session of its own — held every URLSession request of the test process with it.)
 @Suite("Session tasks", .timeLimit(.minutes(1)))
 struct SessionTaskTests {
-  /// Holds FoundationNetworking's work queue: `startLoading` runs on it, and waits here until
-  /// the test lets it go. Not a mock of HTTP: no request of the client under test goes
-  /// through it (it serves a session of the test's own).
-  final class QueueHolder: URLProtocol {
-    static let started = DispatchSemaphore(value: 0)
-    static let release = DispatchSemaphore(value: 0)
-
-    override class func canInit(with request: URLRequest) -> Bool { true }
-    override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
-    override func startLoading() {
-      Self.started.signal()
-      _ = Self.release.wait(timeout: .now() + 5)
-      client?.urlProtocol(self, didFailWithError: URLError(.cancelled))
+  /// A task whose factory waits at `gate` (at most `limit`), then counts itself in `made`.
+  private static func gatedTask(
+    gate: DispatchSemaphore, made: LockedBox<Int>, limit: Double = 10
+  ) -> (SessionTask, URLSession) {
+    let session = URLSession(configuration: .ephemeral)
+    let task = SessionTask(queue: DispatchQueue(label: "tests.session-task"), delegate: SessionDelegate()) {
+      _ = gate.wait(timeout: .now() + limit)
+      made.withLock { $0 += 1 }
+      // Never resumed against a server: the test cancels it.
+      return session.dataTask(with: URL(string: "http://127.0.0.1:9/")!)
     }
-    override func stopLoading() {}
+    return (task, session)
   }
 
-  @Test func startingAndCancellingARequestDoNotWaitForFoundationNetworkingsQueue() async throws {
-    try await withServer({ router in
-      router.on("GET", "/hello") { _ in .respond(ServerResponse(body: Array("hi".utf8))) }
-    }) { server in
-      let client = server.client()
-      let started = LockedBox<Promise<HTTPResponse>?>(nil)
-      // All on one thread outside the cooperative pool, so that how long the queue is held does
-      // not depend on when the pool resumes this task: every URLSession request of the process
-      // (the suites running in parallel) waits meanwhile.
-      let (held, returned) = await offThePool {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.protocolClasses = [QueueHolder.self]
-        let holderSession = URLSession(configuration: configuration)
-        defer { holderSession.invalidateAndCancel() }
-        holderSession.dataTask(with: URL(string: "http://holder.invalid/")!).resume()
-        guard QueueHolder.started.wait(timeout: .now() + 20) == .success else { return (false, false) }
-        // FoundationNetworking's queue is held now. Starting and cancelling a request must
-        // return anyway: if either waited for that queue, it would not return before the holder
-        // lets go (after 5 s), and `done` would time out first.
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-          let first = client.get("hello")
-          client.get("hello").cancel()
-          started.withLock { $0 = first }
-          done.signal()
-        }.start()
-        let returned = done.wait(timeout: .now() + 3) == .success
-        QueueHolder.release.signal()
-        return (true, returned)
-      }
-      try #require(held, "the holder never started")
-      #expect(returned, "starting or cancelling a request waited for FoundationNetworking's queue")
-      // Once the queue is free, the request started while it was held goes through.
-      let first = try #require(await offThePool { started.load() })
-      #expect(try await first.value.body == Data("hi".utf8))
+  @Test func fromATaskResumeAndCancelReturnWhileTheWorkWaits() async {
+    let gate = DispatchSemaphore(value: 0)
+    let made = LockedBox(0)
+    let (task, session) = Self.gatedTask(gate: gate, made: made)
+    defer { session.invalidateAndCancel() }
+    task.resume()
+    task.cancel()
+    // Inline, `resume()` would have returned only once the gate timed out (10 s), task made.
+    #expect(made.load() == 0, "resume() ran its work on the calling task's thread")
+    gate.signal()
+    let madeOnce = await offThePool {
+      let deadline = Date().addingTimeInterval(10)
+      while made.load() == 0 && Date() < deadline { usleep(1_000) }
+      return made.load() == 1
     }
+    #expect(madeOnce)
+  }
+
+  @Test func fromAThreadTheWorkRunsThereInOrder() async {
+    let gate = DispatchSemaphore(value: 0)
+    gate.signal()  // open (a semaphore made with 1 traps when released below its start value)
+    let made = LockedBox(0)
+    let (task, session) = Self.gatedTask(gate: gate, made: made)
+    defer { session.invalidateAndCancel() }
+    let madeBeforeReturning = await offThePool {
+      task.resume()
+      return made.load()
+    }
+    #expect(madeBeforeReturning == 1, "a start from a Dispatch queue was deferred to another thread")
+    await offThePool { task.cancel() }
+  }
+
+  @Test func aCancelBeforeTheTurnOfResumeMeansNoTaskIsMade() async {
+    let gate = DispatchSemaphore(value: 0)
+    gate.signal()  // open (a semaphore made with 1 traps when released below its start value)
+    let made = LockedBox(0)
+    let (task, session) = Self.gatedTask(gate: gate, made: made)
+    defer { session.invalidateAndCancel() }
+    await offThePool { task.cancel() }
+    await offThePool { task.resume() }
+    #expect(made.load() == 0)
   }
 }
