@@ -18,60 +18,60 @@ import Testing
 /// session of its own — held every URLSession request of the test process with it.)
 @Suite("Session tasks", .timeLimit(.minutes(1)))
 struct SessionTaskTests {
-  /// A task whose factory waits at `gate` (at most `limit`), then counts itself in `made`.
-  private static func gatedTask(
-    gate: DispatchSemaphore, made: LockedBox<Int>, limit: Double = 10
-  ) -> (SessionTask, URLSession) {
+  /// A `SessionTask` whose factory waits at `gate` (at most 10 s), then counts itself in `made`.
+  private struct Gated {
+    let gate = DispatchSemaphore(value: 0)
+    let made = LockedBox(0)
+    let queue = DispatchQueue(label: "tests.session-task")
     let session = URLSession(configuration: .ephemeral)
-    let task = SessionTask(queue: DispatchQueue(label: "tests.session-task"), delegate: SessionDelegate()) {
-      _ = gate.wait(timeout: .now() + limit)
-      made.withLock { $0 += 1 }
-      // Never resumed against a server: the test cancels it.
-      return session.dataTask(with: URL(string: "http://127.0.0.1:9/")!)
+    let task: SessionTask
+
+    /// `open`: the factory does not wait. (The gate is made closed and signalled: a semaphore
+    /// made with 1 traps when it is released below its start value.)
+    init(open: Bool) {
+      if open { gate.signal() }
+      task = SessionTask(queue: queue, delegate: SessionDelegate()) { [gate, made, session] in
+        _ = gate.wait(timeout: .now() + 10)
+        made.withLock { $0 += 1 }
+        // Never resumed against a server: the tests cancel it.
+        return session.dataTask(with: URL(string: "http://127.0.0.1:9/")!)
+      }
     }
-    return (task, session)
+
+    /// Waits until the task's queue has run what was queued on it so far.
+    func drained() async {
+      await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
+    }
   }
 
   @Test func fromATaskResumeAndCancelReturnWhileTheWorkWaits() async {
-    let gate = DispatchSemaphore(value: 0)
-    let made = LockedBox(0)
-    let (task, session) = Self.gatedTask(gate: gate, made: made)
-    defer { session.invalidateAndCancel() }
-    task.resume()
-    task.cancel()
+    let gated = Gated(open: false)
+    defer { gated.session.invalidateAndCancel() }
+    gated.task.resume()
+    gated.task.cancel()
     // Inline, `resume()` would have returned only once the gate timed out (10 s), task made.
-    #expect(made.load() == 0, "resume() ran its work on the calling task's thread")
-    gate.signal()
-    let madeOnce = await offThePool {
-      let deadline = Date().addingTimeInterval(10)
-      while made.load() == 0 && Date() < deadline { usleep(1_000) }
-      return made.load() == 1
-    }
-    #expect(madeOnce)
+    #expect(gated.made.load() == 0, "resume() ran its work on the calling task's thread")
+    gated.gate.signal()
+    await gated.drained()
+    #expect(gated.made.load() == 1)
   }
 
   @Test func fromAThreadTheWorkRunsThereInOrder() async {
-    let gate = DispatchSemaphore(value: 0)
-    gate.signal()  // open (a semaphore made with 1 traps when released below its start value)
-    let made = LockedBox(0)
-    let (task, session) = Self.gatedTask(gate: gate, made: made)
-    defer { session.invalidateAndCancel() }
+    let gated = Gated(open: true)
+    defer { gated.session.invalidateAndCancel() }
     let madeBeforeReturning = await offThePool {
-      task.resume()
-      return made.load()
+      gated.task.resume()
+      return gated.made.load()
     }
     #expect(madeBeforeReturning == 1, "a start from a Dispatch queue was deferred to another thread")
-    await offThePool { task.cancel() }
+    await offThePool { gated.task.cancel() }
   }
 
   @Test func aCancelBeforeTheTurnOfResumeMeansNoTaskIsMade() async {
-    let gate = DispatchSemaphore(value: 0)
-    gate.signal()  // open (a semaphore made with 1 traps when released below its start value)
-    let made = LockedBox(0)
-    let (task, session) = Self.gatedTask(gate: gate, made: made)
-    defer { session.invalidateAndCancel() }
-    await offThePool { task.cancel() }
-    await offThePool { task.resume() }
-    #expect(made.load() == 0)
+    let gated = Gated(open: true)
+    defer { gated.session.invalidateAndCancel() }
+    await offThePool { gated.task.cancel() }
+    await offThePool { gated.task.resume() }
+    #expect(gated.made.load() == 0)
   }
 }
