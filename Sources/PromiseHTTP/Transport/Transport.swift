@@ -31,6 +31,8 @@ protocol ExchangeTask: AnyObject, Sendable {
   func resume()
   /// Stops the task; it completes with `URLError(.cancelled)` if it has not completed.
   func cancel()
+  /// Names the exchange the task's events go to, before it is resumed.
+  func attach(_ exchange: Exchange)
 }
 
 /// A client's `URLSession` with its delegate; the session is invalidated when the last user goes.
@@ -92,23 +94,14 @@ final class Transport: Sendable {
         if hop.httpMethod?.uppercased() != request.httpMethod?.uppercased() { hopSettings.uploadBody = nil }
         let (task, stream) = makeTask(hop, settings: hopSettings)
         exchange.attach(stream)
-        register(task, with: exchange)
+        task.attach(exchange)
         return task
       },
       completion: { [callbackQueue] result in callbackQueue.async { completion(result) } })
     exchange.attach(stream)
-    register(task, with: exchange)
+    task.attach(exchange)
     task.resume()
     return exchange
-  }
-
-  /// Tells `task` where its events go, before it is resumed.
-  private func register(_ task: any ExchangeTask, with exchange: Exchange) {
-    if let task = task as? SocketTask {
-      task.attach(exchange)
-    } else if let task = task as? SessionTask {
-      task.attach(exchange)
-    }
   }
 
   /// Makes the task of `request`: a socket task if the settings prefer it and it can serve the
@@ -117,8 +110,8 @@ final class Transport: Sendable {
     _ request: URLRequest, settings: ExchangeSettings
   ) -> (any ExchangeTask, (any UploadBodyStream)?) {
     let body = settings.uploadBody?.makeTaskBody()
+    let stream: (any UploadBodyStream)? = if case .stream(let stream) = body { stream } else { nil }
     if settings.prefersSocketTransport, socketSettings.serves(request) {
-      let stream: (any UploadBodyStream)? = if case .stream(let stream) = body { stream } else { nil }
       return (SocketTask(request, body: body, settings: socketSettings), stream)
     }
     if case .stream(let live as any SequentialUploadBody) = body {
@@ -131,8 +124,7 @@ final class Transport: Sendable {
       return (SocketTask(request, body: body, settings: socketSettings), live)
     }
     var request = request
-    if case .stream(let stream) = body { request.httpBodyStream = stream.makeInputStream() }
-    let stream: (any UploadBodyStream)? = if case .stream(let stream) = body { stream } else { nil }
+    if let stream { request.httpBodyStream = stream.makeInputStream() }
     // The task holds the transport until the `URLSessionTask` is made: `deinit` invalidates the
     // session, and a task cannot be made in an invalidated session.
     let task = SessionTask(queue: taskQueue, delegate: delegate) { [self, request] in
