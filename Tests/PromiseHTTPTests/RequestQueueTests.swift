@@ -155,6 +155,7 @@ struct RequestQueueTests {
       #expect(description.contains("never sent"))
       #expect(description.contains("for a connection to 127.0.0.1:\(server.server.port)"))
       // Once the slot is free, the next request goes out; the expired one never does.
+      #expect(await server.arrived(1))
       held.cancel()
       _ = try await client.get("after").value
       #expect(server.requests.map(\.path) == ["/hold", "/after"])
@@ -176,6 +177,7 @@ struct RequestQueueTests {
       }
       #expect(deadline == .seconds(5))
       #expect(url?.path == "/never")
+      #expect(await server.arrived(1))
       held.cancel()
       _ = try await client.get("after").value
       #expect(server.requests.map(\.path) == ["/hold", "/after"])
@@ -213,7 +215,10 @@ struct RequestQueueTests {
       let (result, _) = await outcome(of: cancelled)
       #expect(throws: CancellationError.self) { try result.get() }
       #expect(after.isPending)
-      // The cancelled request gave up its place, not the slot: the next one gets it.
+      // The cancelled request gave up its place, not the slot: the next one gets it. (`held`
+      // is cancelled once it has reached the server: a request started from a task makes its
+      // URLSession task on the client's queue, so it may not have been sent yet.)
+      #expect(await server.arrived(1))
       held.cancel()
       _ = try await after.value
       #expect(server.requests.map(\.path) == ["/hold", "/after"])
