@@ -8,14 +8,10 @@ import Testing
   import FoundationNetworking
 #endif
 
-/// `SessionTask`: from a task, starting and cancelling only queue the work that
-/// FoundationNetworking may hold up (its `dataTask(with:)`, `resume()` and `cancel()` wait for
-/// a work queue shared by every session); from anywhere else, the work runs on the caller's
-/// thread, in order.
-///
-/// The factory here stands for FoundationNetworking's busy queue: it waits at a gate the test
-/// opens. (A test that held FoundationNetworking's real queue — through a URLProtocol of a
-/// session of its own — held every URLSession request of the test process with it.)
+/// `SessionTask`: the work of starting and cancelling (FoundationNetworking's `dataTask(with:)`,
+/// `resume()` and `cancel()`) runs on the caller's thread, in order; a cancellation that comes
+/// first means no task is made. The factory here waits at a gate standing for
+/// FoundationNetworking's queue.
 @Suite("Session tasks", .timeLimit(.minutes(1)))
 struct SessionTaskTests {
   /// A `SessionTask` whose factory waits at `gate` (at most 10 s), then counts itself in `made`.
@@ -37,23 +33,6 @@ struct SessionTaskTests {
         return session.dataTask(with: URL(string: "http://127.0.0.1:9/")!)
       }
     }
-
-    /// Waits until the task's queue has run what was queued on it so far.
-    func drained() async {
-      await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
-    }
-  }
-
-  @Test func fromATaskResumeAndCancelReturnWhileTheWorkWaits() async {
-    let gated = Gated(open: false)
-    defer { gated.session.invalidateAndCancel() }
-    gated.task.resume()
-    gated.task.cancel()
-    // Inline, `resume()` would have returned only once the gate timed out (10 s), task made.
-    #expect(gated.made.load() == 0, "resume() ran its work on the calling task's thread")
-    gated.gate.signal()
-    await gated.drained()
-    #expect(gated.made.load() == 1)
   }
 
   @Test func fromAThreadTheWorkRunsThereInOrder() async {
