@@ -216,8 +216,7 @@ struct RequestQueueTests {
       #expect(throws: CancellationError.self) { try result.get() }
       #expect(after.isPending)
       // The cancelled request gave up its place, not the slot: the next one gets it. (`held`
-      // is cancelled once it has reached the server: a request started from a task makes its
-      // URLSession task on the client's queue, so it may not have been sent yet.)
+      // is cancelled once it has reached the server: until then it may not have been sent.)
       #expect(await server.arrived(1))
       held.cancel()
       _ = try await after.value
