@@ -63,22 +63,16 @@ public struct HTTPRequest: Sendable {
   /// Returns the problem with a header field, or `nil` when it may be sent.
   ///
   /// Names must be RFC 9110 tokens; values may hold visible ASCII, spaces, tabs and non-ASCII
-  /// text, but no CR, LF, NUL or other control byte (which would split or end the header block).
+  /// text, but no CR, LF, NUL or other control byte (which would split or end the header block):
+  /// `FieldSyntax`, the rule the socket transport applies to the fields of a response too.
   static func headerProblem(
     name: String, value: String, sensitive names: HeaderNameSet = .defaultSensitive
   ) -> String? {
-    let tokenPunctuation = Set("!#$%&'*+-.^_`|~".utf8)
     if name.isEmpty { return "a header has an empty name" }
-    for byte in name.utf8 {
-      let isAlphanumeric =
-        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-        || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-      if !isAlphanumeric && !tokenPunctuation.contains(byte) {
-        return "the header name '\(Self.printable(name))' has the invalid byte 0x\(String(byte, radix: 16))"
-      }
+    if let byte = FieldSyntax.invalidNameByte(name.utf8) {
+      return "the header name '\(Self.printable(name))' has the invalid byte 0x\(String(byte, radix: 16))"
     }
-    for byte in value.utf8 where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
+    if let byte = FieldSyntax.invalidValueByte(value.utf8) {
       let shown = names.contains(name) ? Redaction.placeholder : Self.printable(value)
       return "the value of header '\(name)' has the control byte 0x\(String(byte, radix: 16)): '\(shown)'"
     }

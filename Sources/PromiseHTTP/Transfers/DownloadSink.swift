@@ -122,8 +122,7 @@ final class DownloadSink: ResponseBodySink, TransferSubject {
       response.value(forHTTPHeaderField: "Content-Encoding").map { !$0.isEmpty && $0 != "identity" } ?? false
     // Offsets of a decoded body are not the server's: such a body is not resumable.
     let validator = encoded ? nil : Self.validator(of: response)
-    let declared =
-      encoded || response.expectedContentLength < 0 ? nil : Optional(response.expectedContentLength)
+    let declared = encoded ? nil : Self.declaredLength(of: response)
     let now = scheduler.now
     let outcome: Result<(Int64, Int64?), HTTPError> = state.withLock { state in
       guard state.phase == .open else {
@@ -150,8 +149,24 @@ final class DownloadSink: ResponseBodySink, TransferSubject {
                 userInfo: [NSLocalizedDescriptionKey: "the server sent \(what); the download starts over"]),
               url: errorURL))
         }
+        // A 206's Content-Length is the length of its range (RFC 9110 §14.4): one that says
+        // otherwise (or a size whose sum overflows) is not a body this file can be checked against.
+        let rangeLength = range.end - range.start + 1
+        if let declared, declared != rangeLength {
+          state.validator = nil
+          if let error = cut(&state, to: 0) { return .failure(error) }
+          return .failure(
+            .transportFailure(
+              URLError(
+                .badServerResponse,
+                userInfo: [
+                  NSLocalizedDescriptionKey:
+                    "the server sent Content-Length \(declared) for the range '\(response.value(forHTTPHeaderField: "Content-Range") ?? "")' of \(rangeLength) bytes; the download starts over"
+                ]),
+              url: errorURL))
+        }
         start = range.start
-        state.expected = range.total ?? declared.map { start + $0 }
+        state.expected = range.total ?? (range.end + 1)
       } else {
         state.validator = validator
         state.expected = declared
@@ -323,6 +338,15 @@ final class DownloadSink: ResponseBodySink, TransferSubject {
     return nil
   }
 
+  /// The length of the body `response` declares in its `Content-Length`, or `nil`: none, or a
+  /// `Transfer-Encoding` as well, which overrides it (RFC 9112 §6.3: the body is framed by its
+  /// chunks, and the Content-Length says nothing of it).
+  static func declaredLength(of response: HTTPURLResponse) -> Int64? {
+    guard response.value(forHTTPHeaderField: "Transfer-Encoding") == nil, response.expectedContentLength >= 0
+    else { return nil }
+    return response.expectedContentLength
+  }
+
   /// A decimal number of digits only (no sign, no space).
   private static func number(_ text: Substring) -> Int64? {
     guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
@@ -341,7 +365,9 @@ final class DownloadSink: ResponseBodySink, TransferSubject {
     let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
     guard parts.count == 2 else { return nil }
     let bounds = parts[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-    guard bounds.count == 2, let start = number(bounds[0]), let end = number(bounds[1]), end >= start else {
+    guard bounds.count == 2, let start = number(bounds[0]), let end = number(bounds[1]), end >= start,
+      end < Int64.max  // so that the range's length and end + 1 are numbers too
+    else {
       return nil
     }
     let total: Int64?

@@ -20,9 +20,9 @@ struct HTTP1ResponseHead: Equatable, Sendable {
       && lhs.fields.map(\.value) == rhs.fields.map(\.value)
   }
 
-  /// Returns the values of the fields named `name` (case-insensitively), in order.
+  /// Returns the values of the fields named `name` (ASCII case-insensitively), in order.
   func values(of name: String) -> [String] {
-    fields.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
+    fields.filter { FieldSyntax.equalsIgnoringASCIICase($0.name, name) }.map(\.value)
   }
 
   /// The header fields as `HTTPURLResponse` takes them: fields of one name joined by `, `.
@@ -30,7 +30,7 @@ struct HTTP1ResponseHead: Equatable, Sendable {
     var joined: [String: String] = [:]
     var names: [String: String] = [:]
     for (name, value) in fields {
-      let key = name.lowercased()
+      let key = FieldSyntax.asciiLowercased(name)
       if let existing = names[key] {
         joined[existing] = joined[existing]! + ", " + value
       } else {
@@ -58,40 +58,60 @@ struct HTTP1ResponseHead: Equatable, Sendable {
   }
 
   /// Parses the head in `bytes` (the blank line included or not).
+  ///
+  /// Field names must be tokens and values may not hold a control byte other than a tab
+  /// (`FieldSyntax`, RFC 9110 §5.1 and §5.5; libcurl refuses a NUL as "Nul byte in header"): such
+  /// a head is refused, never delivered.
   static func parse(_ bytes: UnsafeRawBufferPointer) throws(URLError) -> HTTP1ResponseHead {
-    // A byte that is not UTF-8 (obsolete ISO-8859-1 text) reads as U+FFFD rather than failing.
     // Split on the bytes: as a `String`, "\r\n" is one character, not a "\r" and a "\n".
     var lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false).map { line in
-      String(decoding: line.last == 0x0D ? line.dropLast() : line, as: UTF8.self)[...]
+      line.last == 0x0D ? line.dropLast() : line
     }
     while lines.last?.isEmpty == true { lines.removeLast() }
-    guard let statusLine = lines.first else { throw URLError(.cannotParseResponse) }
+    guard let statusBytes = lines.first else { throw URLError(.cannotParseResponse) }
+    // A byte that is not UTF-8 (obsolete ISO-8859-1 text) reads as U+FFFD rather than failing.
+    let statusLine = String(decoding: statusBytes, as: UTF8.self)
     // "HTTP/1.1 200 OK": the reason phrase may be empty or absent.
     let parts = statusLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-    guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].count == 3,
+    guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].utf8.count == 3,
+      parts[1].utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
       let code = Int(parts[1]), (100...999).contains(code)
     else { throw URLError(.cannotParseResponse) }
     var fields: [(name: String, value: String)] = []
     for line in lines.dropFirst() {
-      if line.first == " " || line.first == "\t" {
+      if line.first == 0x20 || line.first == 0x09 {
         // An obsolete line folding: part of the previous field's value.
         guard !fields.isEmpty else { throw URLError(.cannotParseResponse) }
-        fields[fields.count - 1].value +=
-          " " + line.replacing("\r", with: " ").trimmingCharacters(in: .whitespaces)
+        fields[fields.count - 1].value += " " + (try value(line))
         continue
       }
-      guard let colon = line.firstIndex(of: ":") else { throw URLError(.cannotParseResponse) }
+      guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { throw URLError(.cannotParseResponse) }
       let name = line[..<colon]
-      guard !name.isEmpty, !name.contains(where: { $0 == " " || $0 == "\t" }) else {
-        throw URLError(.cannotParseResponse)
+      if let byte = FieldSyntax.invalidNameByte(name) {
+        throw malformed(
+          byte == 0 ? "Nul byte in header" : "Invalid byte 0x\(String(byte, radix: 16)) in a header name")
       }
-      // A bare CR inside a value becomes a space (RFC 9112 §2.2), so it cannot reach a stored
-      // cookie or a field sent back.
-      let value = line[line.index(after: colon)...].replacing("\r", with: " ")
-        .trimmingCharacters(in: .whitespaces)
-      fields.append((String(name), value))
+      fields.append((String(decoding: name, as: UTF8.self), try value(line[(colon + 1)...])))
     }
     return HTTP1ResponseHead(version: String(parts[0]), statusCode: code, fields: fields)
+  }
+
+  /// The value in `bytes` (after the colon), without the spaces and tabs around it.
+  private static func value(_ bytes: UnsafeRawBufferPointer.SubSequence) throws(URLError) -> String {
+    // A bare CR inside a value becomes a space (RFC 9112 §2.2), so it cannot reach a stored
+    // cookie or a field sent back.
+    let spaced = bytes.map { $0 == 0x0D ? 0x20 : $0 }
+    let trimmed = FieldSyntax.trimmingWhitespace(spaced[...])
+    if let byte = FieldSyntax.invalidValueByte(trimmed) {
+      throw malformed(
+        byte == 0 ? "Nul byte in header" : "Control byte 0x\(String(byte, radix: 16)) in a header value")
+    }
+    return String(decoding: trimmed, as: UTF8.self)
+  }
+
+  /// A head refused for `reason`.
+  private static func malformed(_ reason: String) -> URLError {
+    URLError(.cannotParseResponse, userInfo: [NSLocalizedDescriptionKey: reason])
   }
 }
 
@@ -116,8 +136,12 @@ enum HTTP1BodyFraming: Equatable, Sendable {
       self = .none
       return
     }
-    let codings = head.values(of: "Transfer-Encoding").flatMap { $0.split(separator: ",") }
-      .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+    // Tokens compared as ASCII: `chun\u{212A}ed` (a Kelvin sign) is not `chunked`.
+    let codings = head.values(of: "Transfer-Encoding").flatMap { $0.utf8.split(separator: UInt8(ascii: ",")) }
+      .map {
+        FieldSyntax.asciiLowercased(String(decoding: FieldSyntax.trimmingWhitespace($0), as: UTF8.self))
+      }
+      .filter { !$0.isEmpty }
     if !codings.isEmpty {
       // Only "chunked" is read; a transfer coding such as gzip would need decoding.
       guard codings == ["chunked"] else { throw URLError(.cannotDecodeRawData) }
@@ -131,10 +155,11 @@ enum HTTP1BodyFraming: Equatable, Sendable {
     }
     // An empty value, or an empty element of a list ("5,"), is malformed, not absent.
     let lengths = Set(
-      fields.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
-        .map { $0.trimmingCharacters(in: .whitespaces) })
-    guard lengths.count == 1, let length = lengths.first, !length.isEmpty, length.allSatisfy(\.isASCII),
-      length.allSatisfy(\.isNumber), let count = Int64(length)
+      fields.flatMap { $0.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) }
+        .map { String(decoding: FieldSyntax.trimmingWhitespace($0), as: UTF8.self) })
+    guard lengths.count == 1, let length = lengths.first, !length.isEmpty,
+      length.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+      let count = Int64(length)
     else { throw URLError(.cannotParseResponse) }
     self = .length(count)
   }
@@ -159,6 +184,8 @@ struct HTTP1ChunkedDecoder: Sendable {
 
   private var state = State.size
   private var line: [UInt8] = []
+  /// The bytes of the trailer section read so far.
+  private var trailerSize = 0
 
   /// Whether the last chunk and the trailer section have been read.
   var isDone: Bool {
@@ -207,15 +234,26 @@ struct HTTP1ChunkedDecoder: Sendable {
         $0 != UInt8(ascii: ";") && $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t")
       }
       // Hex digits only: `Int64(_:radix:)` also takes a sign, and a negative size would trap.
-      guard !digits.isEmpty, digits.count <= 15, digits.allSatisfy(Self.isHexDigit),
-        let size = Int64(String(decoding: digits, as: UTF8.self), radix: 16)
+      // Leading zeros are legal ("0000000000000010" is 16 bytes); at most 15 significant digits
+      // (below 2^60), so that no sum of sizes and offsets can overflow.
+      guard !digits.isEmpty, digits.allSatisfy(Self.isHexDigit) else { throw Self.malformed }
+      let significant = digits.drop { $0 == UInt8(ascii: "0") }
+      guard significant.count <= 15,
+        let size = significant.isEmpty ? 0 : Int64(String(decoding: significant, as: UTF8.self), radix: 16)
       else { throw Self.malformed }
       state = size == 0 ? .trailer : .data(size)
     case .dataEnd:
       guard line.isEmpty else { throw Self.malformed }
       state = .size
     case .trailer:
-      if line.isEmpty { state = .done }
+      if line.isEmpty {
+        state = .done
+      } else {
+        // The section is capped as a head is: a server that sends trailer lines without end
+        // would otherwise keep the body open for as long as bytes arrive.
+        trailerSize += line.count + 2
+        guard trailerSize <= HTTP1ResponseHead.maximumSize else { throw Self.trailerTooLong }
+      }
     case .data, .done:
       break
     }
@@ -230,6 +268,15 @@ struct HTTP1ChunkedDecoder: Sendable {
     default:
       false
     }
+  }
+
+  /// The error of a trailer section longer than a head may be.
+  static var trailerTooLong: URLError {
+    URLError(
+      .cannotParseResponse,
+      userInfo: [
+        NSLocalizedDescriptionKey: "The trailer section is longer than \(HTTP1ResponseHead.maximumSize) bytes"
+      ])
   }
 
   /// The error of a malformed body, in libcurl's words.

@@ -79,28 +79,18 @@ struct SocketTransportSettings: Sendable {
       request.httpBodyStream == nil
     else { return false }
     let method = request.httpMethod ?? "GET"
-    guard method.utf8.allSatisfy(Self.isTokenByte), method.uppercased() != "CONNECT" else { return false }
+    guard !method.isEmpty, method.utf8.allSatisfy(FieldSyntax.isTokenByte),
+      !FieldSyntax.equalsIgnoringASCIICase(method, "CONNECT")
+    else { return false }
     for (name, value) in request.allHTTPHeaderFields ?? [:] where !Self.isSafeField(name, value) {
       return false
     }
     return true
   }
 
-  /// Whether a field with `name` and `value` can be written into a request head as it is: a
-  /// token for a name, and no CR, LF or NUL in the value.
+  /// Whether a field with `name` and `value` can be written into a request head as it is
+  /// (`FieldSyntax`: a token for a name, no control byte but a tab in the value).
   static func isSafeField(_ name: String, _ value: String) -> Bool {
-    !name.isEmpty && name.utf8.allSatisfy(isTokenByte)
-      && !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 })
-  }
-
-  /// Whether `byte` may appear in a method or a field name (RFC 9110 §5.6.2 `tchar`).
-  private static func isTokenByte(_ byte: UInt8) -> Bool {
-    switch byte {
-    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-      UInt8(ascii: "0")...UInt8(ascii: "9"):
-      true
-    default:
-      "!#$%&'*+-.^_`|~".utf8.contains(byte)
-    }
+    FieldSyntax.isValidField(name, value)
   }
 }
