@@ -32,6 +32,11 @@ struct DownloadFile {
   /// The bytes already in the file when it was opened (a kept partial file), and their validator.
   private(set) var resumable: (length: Int64, validator: String)?
 
+  /// Tests only: a file opened in place of the temporary file by the downloads that start in
+  /// this task (`/dev/full`, so that every write fails with `ENOSPC`), as it is: no check that
+  /// it is a regular file of one name.
+  @TaskLocal static var substituteTemporaryFile: String?
+
   /// Returns the temporary file's URL for `destination`.
   static func temporaryURL(for destination: URL) -> URL {
     destination.deletingLastPathComponent().appendingPathComponent(
@@ -63,20 +68,23 @@ struct DownloadFile {
     let temporaryURL = temporaryURL(for: destination)
     let resumeURL = temporaryURL.appendingPathExtension("resume")
     var resumable: (length: Int64, validator: String)?
-    var descriptor: Int32 = -1
-    if options.resumesPartialFile, let data = FileManager.default.contents(atPath: resumeURL.path),
-      let record = try? JSONDecoder().decode(ResumeRecord.self, from: data), record.url == requestURL
+    // The temporary file is opened only when it is a regular file of this user with one name,
+    // and never through a link: a symbolic or hard link planted at its name would otherwise be
+    // truncated and written through, emptying or overwriting a file outside the download's
+    // directory (CWE-59). Anything else at the name is removed and the file created anew.
+    var descriptor =
+      substituteTemporaryFile.map { open($0, O_RDWR | O_CLOEXEC) }
+      ?? openOwnFile(temporaryURL.path, flags: O_RDWR)
+    if descriptor >= 0, options.resumesPartialFile, let data = readOwnFile(resumeURL.path),
+      let record = try? JSONDecoder().decode(ResumeRecord.self, from: data), record.url == requestURL,
+      fstat(descriptor, &status) == 0, status.st_size > 0
     {
-      descriptor = open(temporaryURL.path, O_RDWR | O_CLOEXEC)
-      if descriptor >= 0, fstat(descriptor, &status) == 0, status.st_size > 0 {
-        resumable = (Int64(status.st_size), record.validator)
-      }
+      resumable = (Int64(status.st_size), record.validator)
     }
     // The record is rewritten if this download fails and keeps the file again.
     unlink(resumeURL.path)
-    if resumable == nil {
-      if descriptor >= 0 { close(descriptor) }
-      descriptor = open(temporaryURL.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+    if descriptor < 0 {
+      descriptor = createExclusively(temporaryURL.path)
       guard descriptor >= 0 else { return .failure(.lastError("create", temporaryURL)) }
     }
     // One download per destination at a time: a second one would write into the same
@@ -86,7 +94,8 @@ struct DownloadFile {
       close(descriptor)
       return .failure(error)
     }
-    // A stale file (not resumed) starts empty; an empty one is left as it is.
+    // A stale file (not resumed) starts empty; an empty one is left as it is. The descriptor is
+    // the regular file checked above, not a link.
     if resumable == nil, fstat(descriptor, &status) == 0, status.st_size > 0, ftruncate(descriptor, 0) != 0 {
       let error = TransferError.lastError("truncate", temporaryURL)
       close(descriptor)
@@ -96,6 +105,88 @@ struct DownloadFile {
       DownloadFile(
         destination: destination, temporaryURL: temporaryURL, resumeURL: resumeURL, descriptor: descriptor,
         resumable: resumable))
+  }
+
+  /// Whether `status` is that of a regular file owned by this process's user with one name
+  /// only (a second name would be a hard link through which a file elsewhere is written).
+  private static func isOwnRegularFile(_ status: stat) -> Bool {
+    status.st_mode & S_IFMT == S_IFREG && status.st_nlink == 1 && status.st_uid == geteuid()
+  }
+
+  /// Opens `path` with `flags` when it is a regular file of this user with one name, without
+  /// following a link; -1 otherwise (nothing there, a link, a directory, a FIFO…).
+  ///
+  /// `lstat` first, so that nothing but a regular file is opened (a FIFO or a device could
+  /// block or act on open); `O_NOFOLLOW` and `fstat` then check what was opened, so that a
+  /// name swapped in between is refused too.
+  private static func openOwnFile(_ path: String, flags: Int32) -> Int32 {
+    var status = stat()
+    guard lstat(path, &status) == 0, isOwnRegularFile(status) else { return -1 }
+    let descriptor = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+    guard descriptor >= 0 else { return -1 }
+    guard fstat(descriptor, &status) == 0, isOwnRegularFile(status) else {
+      close(descriptor)
+      return -1
+    }
+    return descriptor
+  }
+
+  /// Creates `path` as a new, empty regular file, after removing whatever else is at that name
+  /// (a link is removed, never followed); the descriptor, or -1 with `errno` set.
+  private static func createExclusively(_ path: String) -> Int32 {
+    var attempts = 0
+    while true {
+      let descriptor = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+      if descriptor >= 0 { return descriptor }
+      attempts += 1
+      // EEXIST: something is at the name (a link, a file of another user, a FIFO): remove it
+      // and try again, a few times against a name that keeps coming back.
+      guard errno == EEXIST || errno == EINTR, attempts < 4 else { return -1 }
+      if errno == EEXIST, unlink(path) != 0, errno != ENOENT { return -1 }
+    }
+  }
+
+  /// The contents of `path` when it is a small regular file of this user, read without
+  /// following a link; `nil` otherwise.
+  private static func readOwnFile(_ path: String) -> Data? {
+    let descriptor = openOwnFile(path, flags: O_RDONLY)
+    guard descriptor >= 0 else { return nil }
+    defer { close(descriptor) }
+    var data = Data()
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while data.count <= 64 << 10 {
+      let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+      if count < 0, errno == EINTR { continue }
+      guard count > 0 else { return count == 0 ? data : nil }
+      data.append(contentsOf: buffer[..<count])
+    }
+    return nil
+  }
+
+  /// Writes `data` to `path` as a new file, replacing (never following) what was there.
+  private static func writeNewFile(_ path: String, _ data: Data) {
+    unlink(path)
+    let descriptor = createExclusively(path)
+    guard descriptor >= 0 else { return }
+    defer { close(descriptor) }
+    data.withUnsafeBytes { raw in
+      var done = 0
+      while done < raw.count {
+        let count = pwrite(descriptor, raw.baseAddress! + done, raw.count - done, off_t(done))
+        if count < 0, errno == EINTR { continue }
+        guard count > 0 else { return }
+        done += count
+      }
+    }
+  }
+
+  /// Whether the name of the temporary file still names the open file (not a link or another
+  /// file put in its place since it was created): checked before the file is moved into place.
+  private func temporaryNameIsTheOpenFile() -> Bool {
+    var opened = stat()
+    var named = stat()
+    return fstat(descriptor, &opened) == 0 && lstat(temporaryURL.path, &named) == 0
+      && named.st_mode & S_IFMT == S_IFREG && named.st_dev == opened.st_dev && named.st_ino == opened.st_ino
   }
 
   /// Cuts the file to `length` bytes (0 to start over).
@@ -154,6 +245,12 @@ struct DownloadFile {
     // fsync: the rename must not reach the disk before the bytes it names (a crash would leave
     // an empty or short file under the final name).
     if fsync(descriptor) != 0, errno != EINVAL { return .lastError("flush", temporaryURL) }
+    // Moving a link planted at the temporary name would make the destination that link.
+    guard temporaryNameIsTheOpenFile() else {
+      close(descriptor)
+      descriptor = -1
+      return .fileSystem(operation: "move into place", url: temporaryURL, errorNumber: ELOOP)
+    }
     let closed = close(descriptor)
     descriptor = -1
     if closed != 0, errno != EINTR { return .lastError("close", temporaryURL) }
@@ -183,7 +280,7 @@ struct DownloadFile {
     if let validator,
       let data = try? JSONEncoder().encode(ResumeRecord(url: requestURL, validator: validator))
     {
-      _ = FileManager.default.createFile(atPath: resumeURL.path, contents: data)
+      Self.writeNewFile(resumeURL.path, data)
     }
   }
 }
