@@ -23,9 +23,9 @@ struct TransferProgressTests {
       TransferProgressHandler(on: queue, interval: .seconds(60)) { log.append($0) }, defaultQueue: .global())
     reporter.update(completed: 0, expected: 100)
     for completed in 1...50 { reporter.update(completed: Int64(completed), expected: 100) }
-    reporter.finish(completed: 100, expected: 100)
+    reporter.finish(completed: 100, expected: 100) {}
     reporter.update(completed: 7, expected: 100)
-    reporter.finish(completed: 7, expected: 100)
+    reporter.finish(completed: 7, expected: 100) {}
     await offThePool { queue.sync {} }
     #expect(
       log.updates == [
@@ -59,6 +59,96 @@ struct TransferProgressTests {
     var received: [TransferProgress] = []
     for await update in updates { received.append(update) }
     #expect(received == [TransferProgress(completedBytes: 5, expectedBytes: 10)])
+  }
+
+  @Test func updatesFromSeveralThreadsAndTheTimerAreAtLeastAnIntervalApart() async {
+    // Two threads report as fast as they can while the timer flushes held updates: before the
+    // clock was read under the lock, an update could read it, lose the lock to a flush that
+    // delivered, and then go out at once too (0-5 pairs within 1 ms per GiB against nginx).
+    let interval: UInt64 = 1_000_000
+    let deliveries = LockedBox<[UInt64]>([])
+    let queue = DispatchQueue(label: "TransferProgressTests.apart")
+    let reporter = ProgressReporter(
+      TransferProgressHandler(on: queue, interval: .nanoseconds(Int64(interval))) { _ in },
+      defaultQueue: .global(), observeDelivery: { now in deliveries.withLock { $0.append(now) } })
+    await offThePool {
+      let end = DispatchTime.now().uptimeNanoseconds + 300_000_000
+      DispatchQueue.concurrentPerform(iterations: 2) { thread in
+        var completed: Int64 = 0
+        while DispatchTime.now().uptimeNanoseconds < end {
+          completed += 1
+          reporter.update(completed: completed, expected: nil)
+        }
+      }
+    }
+    reporter.abandon()
+    let times = deliveries.withLock { $0 }
+    let gaps = zip(times, times.dropFirst()).map { Int64(bitPattern: $1 &- $0) }
+    #expect(times.count >= 50, "\(times.count) deliveries in 300 ms")
+    #expect(
+      gaps.allSatisfy { $0 >= Int64(interval) }, "gaps below 1 ms: \(gaps.filter { $0 < Int64(interval) })")
+  }
+
+  @Test func theFinalUpdateIsDeliveredBeforeTheTransferSettles() async {
+    let queue = DispatchQueue(label: "TransferProgressTests.final")
+    let order = LockedBox<[String]>([])
+    let reporter = ProgressReporter(
+      TransferProgressHandler(on: queue) { update in
+        if update.isFinal { order.withLock { $0.append("final update") } }
+      }, defaultQueue: .global())
+    queue.suspend()
+    reporter.finish(completed: 10, expected: 10) { order.withLock { $0.append("settled") } }
+    #expect(order.withLock { $0 }.isEmpty, "the transfer waits for its final update")
+    queue.resume()
+    await offThePool { queue.sync {} }
+    #expect(order.withLock { $0 } == ["final update", "settled"])
+  }
+
+  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
+  func aDownloadsPromiseIsFulfilledAfterItsFinalUpdate(_ transport: HTTPClient.TransferTransport) async throws
+  {
+    let content = downloadContent(64 << 10)
+    try await withServer({ router in
+      router.on("GET", "/file") { _ in .respond(ServerResponse(body: content)) }
+    }) { server in
+      let client = server.client(transferTransport: transport)
+      // The progress queue is slower than the promise's: a final update merely queued before
+      // the promise was fulfilled came after the promise's callback in 1 run of 3.
+      for _ in 0..<10 {
+        try await withDownloadDirectory { directory in
+          let order = LockedBox<[String]>([])
+          let slow = DispatchQueue(label: "TransferProgressTests.slow")
+          slow.async { usleep(20_000) }
+          let progress = TransferProgressHandler(on: slow) { update in
+            if update.isFinal { order.withLock { $0.append("final update") } }
+          }
+          _ = try await client.download("file", to: directory.file(), progress: progress)
+            .done(on: .global()) { _ in order.withLock { $0.append("fulfilled") } }.value
+          #expect(order.withLock { $0 } == ["final update", "fulfilled"])
+        }
+      }
+    }
+  }
+
+  @Test func anUploadsPromiseIsFulfilledAfterItsFinalUpdate() async throws {
+    try await withServer({ router in
+      router.on("PUT", "/upload") { request in .respond(.text("stored \(request.body.count) bytes")) }
+    }) { server in
+      let client = server.client()
+      for _ in 0..<10 {
+        let order = LockedBox<[String]>([])
+        let slow = DispatchQueue(label: "TransferProgressTests.slowUpload")
+        slow.async { usleep(20_000) }
+        let progress = TransferProgressHandler(on: slow) { update in
+          if update.isFinal { order.withLock { $0.append("final update") } }
+        }
+        _ = try await client.upload(
+          .data(Data(count: 64 << 10)), to: "upload", method: .put, progress: progress
+        )
+        .done(on: .global()) { _ in order.withLock { $0.append("fulfilled") } }.value
+        #expect(order.withLock { $0 } == ["final update", "fulfilled"])
+      }
+    }
   }
 
   @Test func progressValuesDescribeThemselves() {

@@ -41,8 +41,9 @@ extension HTTPClient {
   ///   - request: The request; it must not set `Range` (the download sets it to resume).
   ///   - destination: The `file:` URL of the file to create.
   ///   - options: Replacing an existing file, keeping and resuming a partial one.
-  ///   - progress: Where to report the bytes written: first at once, then coalesced, and a
-  ///     final update equal to the file's size.
+  ///   - progress: Where to report the bytes written: first at once, then at most once per
+  ///     interval, and a final update equal to the file's size, delivered (its closure
+  ///     returned) before the promise is fulfilled.
   ///   - file: The file that creates the promise, for diagnostics; leave the default.
   ///   - line: The line that creates the promise, for diagnostics; leave the default.
   /// - Returns: A promise of the download, rejected with an `HTTPError` (network, status, time)

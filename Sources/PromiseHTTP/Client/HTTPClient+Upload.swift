@@ -35,8 +35,8 @@ extension HTTPClient {
   ///   - deadline: A bound on the whole transfer, retries included; may be shared by a chain
   ///     of requests.
   ///   - progress: Told the bytes sent and the total expected (`nil` for a stream of unknown
-  ///     length); its last update (`isFinal`) comes before the promise is fulfilled, and none
-  ///     when it is rejected.
+  ///     length); its last update (`isFinal`) is delivered (its closure returned) before the
+  ///     promise is fulfilled, and none comes when it is rejected.
   ///   - file: The file that creates the promise, for diagnostics; leave the default.
   ///   - line: The line that creates the promise, for diagnostics; leave the default.
   /// - Returns: A promise of the response, rejected with an `HTTPError` on failure.

@@ -139,12 +139,14 @@ final class RequestOperation: Sendable {
       // The slot first, so the next request is on its way before callbacks run.
       if finish.releaseSlot { queue.release(queueKey) }
       chain.observe(.didFinish(finish.result))
-      // An upload's last progress update before its promise settles.
+      // An upload's last progress update is delivered before its promise settles.
       if let observer = settings.exchange.uploadObserver {
         let succeeded = if case .success = finish.result { true } else { false }
-        observer.requestFinished(succeeded: succeeded)
+        let (resolver, result) = (resolver, finish.result)
+        observer.requestFinished(succeeded: succeeded) { resolver.resolve(result) }
+      } else {
+        resolver.resolve(finish.result)
       }
-      resolver.resolve(finish.result)
     }
   }
 

@@ -241,9 +241,12 @@ final class DownloadSink: ResponseBodySink, TransferSubject {
 
   // MARK: The end
 
-  /// The request succeeded with `response`: moves the file onto the destination and reports
-  /// the final progress; returns the download, or why it failed (the file then discarded).
-  func complete(_ response: HTTPResponse) -> Result<HTTPDownload, any Error> {
+  /// The request succeeded with `response`: moves the file onto the destination, reports the
+  /// final progress, and then calls `settle` with the download, or why it failed (the file
+  /// then discarded).
+  func complete(
+    _ response: HTTPResponse, then settle: @escaping @Sendable (Result<HTTPDownload, any Error>) -> Void
+  ) {
     let outcome: Result<HTTPDownload, any Error> = state.withLock { state in
       guard state.phase == .open else { return .failure(CancellationError()) }
       var error: (any Error)? = state.fileError
@@ -272,10 +275,14 @@ final class DownloadSink: ResponseBodySink, TransferSubject {
         HTTPDownload(response: response, fileURL: state.file.destination, byteCount: state.written))
     }
     switch outcome {
-    case .success(let download): reporter?.finish(completed: download.byteCount, expected: download.byteCount)
-    case .failure: reporter?.abandon()
+    case .success(let download) where reporter != nil:
+      reporter?.finish(completed: download.byteCount, expected: download.byteCount) { settle(outcome) }
+    case .success:
+      settle(outcome)
+    case .failure:
+      reporter?.abandon()
+      settle(outcome)
     }
-    return outcome
   }
 
   /// Ends the download that failed, was cancelled or passed its deadline.

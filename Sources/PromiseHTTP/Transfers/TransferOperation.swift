@@ -19,8 +19,9 @@ protocol TransferSubject: AnyObject, Sendable {
   associatedtype Value: Sendable
   /// What the transfer is doing at `now`, on the client's clock.
   func activity(at now: Duration) -> TransferActivity
-  /// The request succeeded with `response`: the transfer's value, or the error it fails with.
-  func complete(_ response: HTTPResponse) -> Result<Value, any Error>
+  /// The request succeeded with `response`: calls `settle` with the transfer's value, or the
+  /// error it fails with, once the transfer's last progress update is delivered.
+  func complete(_ response: HTTPResponse, then settle: @escaping @Sendable (Result<Value, any Error>) -> Void)
   /// The transfer ends without a value: the request failed, the idle timer fired, or
   /// (`cancelled`) its promise was cancelled, perhaps after `complete`.
   func abandon(cancelled: Bool)
@@ -78,7 +79,7 @@ final class TransferOperation<Subject: TransferSubject>: Sendable {
     ending.timer?.cancel()
     switch result {
     case .success(let response):
-      resolver.resolve(subject.complete(response))
+      subject.complete(response) { [resolver] in resolver.resolve($0) }
     case .failure(let error):
       subject.abandon(cancelled: false)
       resolver.reject(subject.failure(for: error))

@@ -118,10 +118,16 @@ final class ProgressReporter: Sendable {
   private let queue: DispatchQueue
   private let intervalNanoseconds: UInt64
   private let state = LockedBox(State())
+  /// Tests only: told, under the lock, the uptime of each update delivered before the final one.
+  private let observeDelivery: (@Sendable (UInt64) -> Void)?
 
   /// A reporter for `handler`, delivering on `defaultQueue` when the handler names none.
-  init(_ handler: TransferProgressHandler, defaultQueue: DispatchQueue) {
+  init(
+    _ handler: TransferProgressHandler, defaultQueue: DispatchQueue,
+    observeDelivery: (@Sendable (UInt64) -> Void)? = nil
+  ) {
     self.handler = handler
+    self.observeDelivery = observeDelivery
     if case .closure(let queue?, _) = handler.target {
       self.queue = queue
     } else {
@@ -139,32 +145,38 @@ final class ProgressReporter: Sendable {
   /// The transfer has reached `completed` of `expected` bytes.
   func update(completed: Int64, expected: Int64?) {
     let progress = TransferProgress(completedBytes: completed, expectedBytes: expected)
-    let now = DispatchTime.now().uptimeNanoseconds
     state.withLock { state in
       guard !state.ended else { return }
-      if let last = state.lastDelivery, now &- last < intervalNanoseconds {
-        state.pending = progress
-        guard !state.timerArmed else { return }
-        state.timerArmed = true
-        let wait = intervalNanoseconds - (now &- last)
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(min(wait, UInt64(Int.max))))) { [self] in
-          flush()
-        }
-        return
-      }
-      state.lastDelivery = now
-      state.pending = nil
-      deliver(progress)
+      state.pending = progress
+      deliverPending(&state)
     }
   }
 
-  /// The transfer completed with `completed` bytes: delivers the final update, then nothing more.
-  func finish(completed: Int64, expected: Int64?) {
-    state.withLock { state in
-      guard !state.ended else { return }
+  /// The transfer completed with `completed` bytes: delivers the final update, then nothing
+  /// more, and calls `settle` once the update is delivered — after the handler's closure has
+  /// returned, or once the update is in the stream — so that the transfer's promise is
+  /// fulfilled after its final update, never before.
+  func finish(completed: Int64, expected: Int64?, then settle: @escaping @Sendable () -> Void) {
+    let ended = state.withLock { state -> Bool in
+      guard !state.ended else { return true }
       state.ended = true
-      deliver(TransferProgress(completedBytes: completed, expectedBytes: expected, isFinal: true))
-      end()
+      let final = TransferProgress(completedBytes: completed, expectedBytes: expected, isFinal: true)
+      switch handler.target {
+      case .closure(_, let body):
+        queue.async {
+          body(final)
+          settle()
+        }
+      case .stream(let continuation):
+        continuation.yield(final)
+        continuation.finish()
+      }
+      return false
+    }
+    if ended {
+      settle()
+    } else if case .stream = handler.target {
+      settle()
     }
   }
 
@@ -178,19 +190,40 @@ final class ProgressReporter: Sendable {
   }
 
   private func flush() {
-    let now = DispatchTime.now().uptimeNanoseconds
     state.withLock { state in
       state.timerArmed = false
-      guard !state.ended, let pending = state.pending else { return }
-      state.pending = nil
-      state.lastDelivery = now
-      deliver(pending)
+      guard !state.ended else { return }
+      deliverPending(&state)
     }
+  }
+
+  /// Delivers the pending update when an interval has passed since the last delivery, or else
+  /// arms the timer (once) for when it will have; called under the lock, by an update and by
+  /// the timer alike, so that no two deliveries are less than an interval apart.
+  private func deliverPending(_ state: inout State) {
+    guard let pending = state.pending else { return }
+    // The clock is read under the lock, as `lastDelivery` was written, so it is never behind it
+    // (monotonic): read before the lock, a flush could deliver in between and move
+    // `lastDelivery` past the reading, and the update then went out at once as well.
+    let now = DispatchTime.now().uptimeNanoseconds
+    if let last = state.lastDelivery, now - min(now, last) < intervalNanoseconds {
+      guard !state.timerArmed else { return }
+      state.timerArmed = true
+      let wait = intervalNanoseconds - (now - min(now, last))
+      queue.asyncAfter(deadline: .now() + .nanoseconds(Int(min(wait, UInt64(Int.max))))) { [self] in
+        flush()
+      }
+      return
+    }
+    state.lastDelivery = now
+    state.pending = nil
+    deliver(pending, at: now)
   }
 
   /// Hands `progress` to the target; called under the lock, so deliveries keep their order
   /// (the closure runs later, on the queue; no user code runs under the lock).
-  private func deliver(_ progress: TransferProgress) {
+  private func deliver(_ progress: TransferProgress, at now: UInt64) {
+    observeDelivery?(now)
     switch handler.target {
     case .closure(_, let body):
       queue.async { body(progress) }

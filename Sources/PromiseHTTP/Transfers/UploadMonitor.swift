@@ -64,12 +64,13 @@ final class UploadMonitor: UploadObserver, TransferSubject {
     noteActivity()
   }
 
-  func requestFinished(succeeded: Bool) {
-    guard let reporter else { return }
+  func requestFinished(succeeded: Bool, then settle: @escaping @Sendable () -> Void) {
+    guard let reporter else { return settle() }
     if succeeded {
-      reporter.finish(completed: state.withLock { $0.sent }, expected: expected)
+      reporter.finish(completed: state.withLock { $0.sent }, expected: expected, then: settle)
     } else {
       reporter.abandon()
+      settle()
     }
   }
 
@@ -82,9 +83,11 @@ final class UploadMonitor: UploadObserver, TransferSubject {
     }
   }
 
-  func complete(_ response: HTTPResponse) -> Result<HTTPResponse, any Error> {
+  func complete(
+    _ response: HTTPResponse, then settle: @escaping @Sendable (Result<HTTPResponse, any Error>) -> Void
+  ) {
     state.withLock { $0.ended = true }
-    return .success(response)
+    settle(.success(response))
   }
 
   func abandon(cancelled: Bool) {

@@ -69,6 +69,7 @@ protocol UploadObserver: AnyObject, Sendable {
   func sent(totalBytes: Int64)
   /// A response head or body bytes arrived for the current task.
   func received()
-  /// The request ended: fulfilled (`succeeded`), or rejected or cancelled.
-  func requestFinished(succeeded: Bool)
+  /// The request ended: fulfilled (`succeeded`), or rejected or cancelled; `settle` settles
+  /// its promise, called once the upload's final progress update is delivered.
+  func requestFinished(succeeded: Bool, then settle: @escaping @Sendable () -> Void)
 }
