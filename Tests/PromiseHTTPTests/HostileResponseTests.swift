@@ -269,6 +269,85 @@ struct HostileResponseTests {
     }
   }
 
+  /// The resumed answers, each with sizes at the edges of `Int64`, given to a download cut after
+  /// 48 of 100 bytes (and one first answer of that kind).
+  static let extremeSizes: [(name: String, first: [UInt8]?, resumed: [UInt8])] = {
+    let body = [UInt8](repeating: UInt8(ascii: "b"), count: 100)
+    let max = Int64.max
+    func partial(_ fields: String, _ rest: [UInt8] = Array(body[48...])) -> [UInt8] {
+      bytes("HTTP/1.1 206 Partial Content\r\nETag: \"v1\"\r\n\(fields)\r\n") + rest
+    }
+    return [
+      (
+        "range end at Int64.max - 1", nil,
+        partial("Content-Range: bytes 48-\(max - 1)/*\r\nContent-Length: 52\r\n")
+      ),
+      ("range end at Int64.max", nil, partial("Content-Range: bytes 48-\(max)/*\r\nContent-Length: 52\r\n")),
+      ("length of Int64.max", nil, partial("Content-Range: bytes 48-99/*\r\nContent-Length: \(max)\r\n")),
+      ("total of Int64.max", nil, partial("Content-Range: bytes 48-99/\(max)\r\nContent-Length: 52\r\n")),
+      ("start at Int64.max - 1", nil, partial("Content-Range: bytes \(max - 1)-\(max - 1)/*\r\n")),
+      (
+        "length beyond Int64", nil,
+        partial("Content-Range: bytes 48-99/*\r\nContent-Length: 99999999999999999999\r\n")
+      ),
+      (
+        "a chunk of 2^60 - 1 bytes", nil,
+        partial(
+          "Content-Range: bytes 48-99/100\r\nTransfer-Encoding: chunked\r\n", bytes("fffffffffffffff\r\nbb"))
+      ),
+      (
+        "first answer of Int64.max bytes",
+        bytes("HTTP/1.1 200 OK\r\nETag: \"v1\"\r\nContent-Length: \(max)\r\n\r\n") + body[..<48],
+        partial("Content-Range: bytes 48-99/100\r\nContent-Length: 52\r\n")
+      ),
+    ]
+  }()
+
+  /// Runs every case of `extremeSizes` and returns the outcomes that are not a typed error nor a
+  /// whole download.
+  static func downloadsWithExtremeSizes() async throws -> [String] {
+    var unexpected: [String] = []
+    for (name, first, resumed) in extremeSizes {
+      let body = [UInt8](repeating: UInt8(ascii: "b"), count: 100)
+      try await withDownloadDirectory { directory in
+        try await withServer({ router in
+          let calls = Counter()
+          router.on("GET", "/file") { _ in
+            calls.next() == 1
+              ? .raw(
+                first ?? bytes("HTTP/1.1 200 OK\r\nContent-Length: 100\r\nETag: \"v1\"\r\n\r\n") + body[..<48]
+              )
+              : .raw(resumed)
+          }
+        }) { server in
+          let client = server.client(retryPolicy: quickRetries(2))
+          let (result, _) = await outcome(of: client.download("file", to: directory.file()))
+          switch result {
+          case .success(let download) where download.byteCount == 100:
+            break
+          case .failure(let error as HTTPError):
+            if case .transport = error { break }
+            unexpected.append("\(name): \(error)")
+          default:
+            unexpected.append("\(name): \(result)")
+          }
+        }
+      }
+    }
+    return unexpected
+  }
+
+  @Test(.tags(.childProcess)) func sizesAtTheEdgesOfInt64EndInTypedErrors() async {
+    // Every sum of sizes from the server is checked: none may trap (a crash of the process).
+    await #expect(processExitsWith: .success) {
+      let unexpected = try await HostileResponseTests.downloadsWithExtremeSizes()
+      if !unexpected.isEmpty {
+        print(unexpected.joined(separator: "\n"))
+        exit(1)
+      }
+    }
+  }
+
   @Test(.tags(.childProcess)) func aResumeAnsweredWithAnOverflowingLengthFailsWithATypedError() async {
     // Before the fix, `start + declared` trapped ("arithmetic overflow") and killed the process.
     await #expect(processExitsWith: .success) {

@@ -364,11 +364,13 @@ final class DownloadSink: ResponseBodySink, TransferSubject {
 
   /// Parses `bytes first-last/total` (`total` may be `*`); `nil` for anything else.
   static func contentRange(_ value: String?) -> (start: Int64, end: Int64, total: Int64?)? {
-    guard let value = value?.trimmingCharacters(in: .whitespaces), value.lowercased().hasPrefix("bytes ")
+    // The unit is an ASCII token, compared as ASCII (no Unicode case folding).
+    guard let value = value.map({ FieldSyntax.trimmingWhitespace(Array($0.utf8)) }), value.count > 6,
+      FieldSyntax.equalsIgnoringASCIICase(String(decoding: value.prefix(6), as: UTF8.self), "bytes ")
     else {
       return nil
     }
-    let spec = value.dropFirst("bytes ".count).trimmingCharacters(in: .whitespaces)
+    let spec = String(decoding: FieldSyntax.trimmingWhitespace(value.dropFirst(6)), as: UTF8.self)
     let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
     guard parts.count == 2 else { return nil }
     let bounds = parts[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
