@@ -282,6 +282,23 @@ struct RedactionOfURLsInExcerptsTests {
     #expect(excerpt.hasSuffix("&lang=en"), "\(excerpt)")
   }
 
+  @Test func aURLInAQueryValueOfTheRequestIsRedactedInTheErrorsURL() async throws {
+    let next = "https://app.example.com/cb?access_token=s3cret&state=ok"
+    let query = [URLQueryItem(name: "next", value: next), URLQueryItem(name: "page", value: "2")]
+    try await withServer({ router in router.on("GET", "/login") { _ in .respond(.text("no", status: 404)) } })
+    {
+      server in
+      let (result, _) = await outcome(of: server.client().get("login", query: query))
+      let error = try #require(httpError(result))
+      let url = try #require(error.url)
+      #expect(!url.absoluteString.contains("s3cret"), "\(url)")
+      #expect(!error.description.contains("s3cret"), "\(error)")
+      let kept = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems
+      #expect(kept?.first?.value == "https://app.example.com/cb?access_token=<redacted>&state=ok")
+      #expect(kept?.last?.value == "2")
+    }
+  }
+
   @Test func aURLWithoutSecretsIsKeptAsItIs() {
     let body = #"{"url": "http:\/\/host\/get?page=2", "form": "next=https%3A%2F%2Fhost%2F%3Fq%3D1"}"#
     #expect(Self.excerpt(body) == body)
