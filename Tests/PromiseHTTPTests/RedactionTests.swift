@@ -157,10 +157,11 @@ struct RedactionOfParametersTests {
   }
 
   @Test func jsonMembersAreRedactedInTheExcerptEvenWhenItCutsTheirValue() throws {
+    // The `id_token` is longer than the bytes an excerpt is redacted from (four times its limit).
     let url = try #require(URL(string: "https://api.example.com/"))
     let body =
       "{\"user\": \"ann\", \"password\" : 12345, \"nested\": {\"refresh_token\": \"r-s3cret\"}, \"id_token\": \"eyJ"
-      + String(repeating: "x", count: 600) + "\"}"
+      + String(repeating: "x", count: 3000) + "\"}"
     let response = HTTPResponse(statusCode: 200, body: Data(body.utf8), requestURL: url)
     let excerpt = response.bodyExcerpt()
     #expect(
@@ -211,6 +212,122 @@ struct RedactionOfParametersTests {
       #expect(await eventually { lines.all.count == 3 })
       #expect(lines.all.first?.contains("?ticket=<redacted>&code=E42") == true, "\(lines.all)")
       #expect(!lines.all.joined().contains("s3cret"))
+    }
+  }
+}
+
+/// The URLs a body excerpt quotes (httpbin's `/get` echoes the request's, a form names a
+/// `redirect_uri`) carry no credential either: their secret query values and user-info are
+/// redacted wherever they stand, not only as the value of a member whose key looks secret.
+@Suite("Redaction of URLs in body excerpts", .timeLimit(.minutes(1)))
+struct RedactionOfURLsInExcerptsTests {
+  static let url = URL(string: "https://api.example.com/")!
+
+  /// The excerpt of `body`, bounded to `limit` bytes, as a response of `headers` has it.
+  static func excerpt(_ body: String, headers: HTTPHeaders = [:], limit: Int = HTTPError.excerptLimit)
+    -> String
+  {
+    HTTPResponse(statusCode: 200, headers: headers, body: Data(body.utf8), requestURL: url).bodyExcerpt(
+      limit: limit)
+  }
+
+  @Test(arguments: ["access_token", "api_key", "password"])
+  func aJSONStringHoldingAURLHasItsSecretQueryValuesRedacted(_ name: String) {
+    let body =
+      #"{"args": {}, "origin": "127.0.0.1", "url": "http://127.0.0.1:8080/get?page=2&\#(name)=s3cret&q=x"}"#
+    let excerpt = Self.excerpt(body)
+    #expect(!excerpt.contains("s3cret"), "\(excerpt)")
+    #expect(
+      excerpt
+        == #"{"args": {}, "origin": "127.0.0.1", "url": "http://127.0.0.1:8080/get?page=2&\#(name)=<redacted>&q=x"}"#
+    )
+  }
+
+  @Test func theUserInfoOfAURLIsRemoved() {
+    let excerpt = Self.excerpt(#"{"url": "http://user:pa55word@example.com/get"}"#)
+    #expect(excerpt == #"{"url": "http://example.com/get"}"#)
+  }
+
+  @Test func aURLInPlainTextIsRedacted() {
+    let excerpt = Self.excerpt("Redirecting to https://app.example.com/cb?code=s3cret&state=ok now.")
+    #expect(excerpt == "Redirecting to https://app.example.com/cb?code=<redacted>&state=ok now.")
+  }
+
+  @Test func aPercentEncodedURLInAFormValueIsRedacted() {
+    let form =
+      "redirect_uri=https%3A%2F%2Fapp.example.com%2Fcb%3Faccess_token%3Ds3cret%26state%3Dok&scope=read"
+    for headers: HTTPHeaders in [["Content-Type": "application/x-www-form-urlencoded"], [:]] {
+      let excerpt = Self.excerpt(form, headers: headers)
+      #expect(!excerpt.contains("s3cret"), "\(excerpt)")
+      #expect(
+        excerpt
+          == "redirect_uri=https%3A%2F%2Fapp.example.com%2Fcb%3Faccess_token%3D%3Credacted%3E%26state%3Dok&scope=read"
+      )
+    }
+  }
+
+  @Test func aJSONEscapedURLIsRedacted() {
+    let excerpt = Self.excerpt(#"{"url":"http:\/\/user:pa55word@host\/get?token=s3cret","ok":true}"#)
+    #expect(!excerpt.contains("s3cret") && !excerpt.contains("pa55word"), "\(excerpt)")
+    #expect(excerpt.hasPrefix(#"{"url":"http://host/get?token=<redacted>""#), "\(excerpt)")
+    // Go's encoder writes `&` as `\u0026`.
+    let go = Self.excerpt(#"{"url":"http://host/get?a=1\u0026access_token=s3cret\u0026b=2"}"#)
+    #expect(!go.contains("s3cret"), "\(go)")
+  }
+
+  @Test func aURLInTheQueryOfAnotherIsRedacted() {
+    let excerpt = Self.excerpt(
+      "see https://login.example.com/?next=https%3A%2F%2Fapp.example.com%2F%3Fsession%3Ds3cret&lang=en")
+    #expect(!excerpt.contains("s3cret"), "\(excerpt)")
+    #expect(excerpt.hasSuffix("&lang=en"), "\(excerpt)")
+  }
+
+  @Test func aURLInAQueryValueOfTheRequestIsRedactedInTheErrorsURL() async throws {
+    let next = "https://app.example.com/cb?access_token=s3cret&state=ok"
+    let query = [URLQueryItem(name: "next", value: next), URLQueryItem(name: "page", value: "2")]
+    try await withServer({ router in router.on("GET", "/login") { _ in .respond(.text("no", status: 404)) } })
+    {
+      server in
+      let (result, _) = await outcome(of: server.client().get("login", query: query))
+      let error = try #require(httpError(result))
+      let url = try #require(error.url)
+      #expect(!url.absoluteString.contains("s3cret"), "\(url)")
+      #expect(!error.description.contains("s3cret"), "\(error)")
+      let kept = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems
+      #expect(kept?.first?.value == "https://app.example.com/cb?access_token=<redacted>&state=ok")
+      #expect(kept?.last?.value == "2")
+    }
+  }
+
+  @Test func aURLWithoutSecretsIsKeptAsItIs() {
+    let body = #"{"url": "http:\/\/host\/get?page=2", "form": "next=https%3A%2F%2Fhost%2F%3Fq%3D1"}"#
+    #expect(Self.excerpt(body) == body)
+  }
+
+  /// Secrets of characters found nowhere else in the bodies: no cut may show even one of them.
+  @Test(arguments: [
+    #"{"id_token": "QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ", "url": "http://alice:QQQQQQQQ@example.com/get?access_token=QQQQQQQQQQQQ&page=2"}"#,
+    #"{"url":"http:\/\/alice:QQQQQQQQ@example.com\/get?page=2\u0026api_key=QQQQQQQQQQ\u0026x=1"}"#,
+    "See http://alice:QQQQQQQQ@example.com/get?password=QQQQQQQQQQ&page=2 for details",
+    "redirect_uri=https%3A%2F%2Falice%3AQQQQQQQQ%40example.com%2Fcb%3Ftoken%3DQQQQQQQQQ%26state%3Dok&scope=read",
+  ])
+  func noCutOfTheExcerptShowsAnyOfASecret(_ body: String) {
+    for limit in 1...body.utf8.count + 1 {
+      let excerpt = Self.excerpt(body, limit: limit)
+      #expect(!excerpt.contains("Q"), "limit \(limit): \(excerpt)")
+      #expect(excerpt.count <= limit + 1, "limit \(limit): \(excerpt)")
+    }
+  }
+
+  @Test func anExcerptMadeByHandIsRedactedWhenShown() throws {
+    let error = HTTPError.decoding(
+      type: "Token", codingPath: "", detail: "see https://example.com/?token=s3cret",
+      bodyExcerpt: #"{"url": "http://example.com/get?access_token=s3cret", "next": "http://alice:s3c…"#,
+      url: Self.url)
+    var dumped = ""
+    dump(error, to: &dumped)
+    for text in [error.description, String(reflecting: error), error.localizedDescription, dumped] {
+      #expect(!text.contains("s3c"), "\(text)")
     }
   }
 }

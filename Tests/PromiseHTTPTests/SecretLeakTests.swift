@@ -270,4 +270,48 @@ struct SecretLeakTests {
       #expect(joined.contains(visible), "\(visible)")
     }
   }
+
+  /// httpbin's `/get` answers with the request's URL in its JSON (`"url": "http://…?access_token=…"`):
+  /// a decoding error's excerpt of that body keeps no secret of the query, nor does any field.
+  @Test func aDecodingErrorOfABodyEchoingTheURLShowsNoSecret() async throws {
+    let secrets = Secrets()
+    let texts = Texts()
+    try await withServer({ router in
+      router.on("GET", "/get") { request in
+        let url = "http://\(request.host):\(request.port)\(request.path)"
+        let escaped = url.replacingOccurrences(of: "/", with: "\\/")
+        return .respond(
+          .json(
+            #"{"args": {}, "headers": {"Host": "\#(request.host)"}, "origin": "127.0.0.1", "url": "\#(url)", "#
+              + #""escaped": "\#(escaped)"}"#))
+      }
+    }) { server in
+      let client = try client(of: server, secrets, texts: texts)
+      let query = [
+        URLQueryItem(name: "page", value: "2"),
+        URLQueryItem(name: "access_token", value: secrets["access_token query"]),
+        URLQueryItem(name: "X-Amz-Signature", value: secrets["X-Amz-Signature query"]),
+      ]
+      struct Echo: Decodable, Sendable { let status: Int }
+      let (result, _) = await outcome(of: client.get("get", query: query).decode(Echo.self))
+      let error = try #require(httpError(result))
+      guard case .decoding(let type, let path, let detail, let excerpt, let url) = error else {
+        Issue.record("expected a decoding error, got \(error)")
+        return
+      }
+      texts.addRenderings(of: error, "decoding")
+      for (field, text) in [
+        ("type", type), ("codingPath", path), ("detail", detail), ("bodyExcerpt", excerpt),
+        ("url", url.absoluteString),
+      ] {
+        texts.add("decoding field \(field)", text)
+      }
+      // The secret was there to leak: the body carries it, twice.
+      let body = try await client.get("get", query: query).value.text
+      #expect(body.contains(secrets["access_token query"]))
+      #expect(excerpt.contains("access_token=<redacted>&X-Amz-Signature=<redacted>"), "\(excerpt)")
+      #expect(excerpt.contains("page=2"), "\(excerpt)")
+    }
+    expectNoLeak(texts, secrets)
+  }
 }

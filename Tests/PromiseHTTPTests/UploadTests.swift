@@ -439,6 +439,56 @@ struct UploadTests {
     }
   }
 
+  /// The message of a transport error's `URLError`, recording an issue for any other outcome.
+  static func transportFailure<T>(
+    _ result: Result<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation
+  ) -> (code: URLError.Code, message: String)? {
+    guard case .failure(HTTPError.transport(let error, _)) = result else {
+      Issue.record("expected HTTPError.transport, got \(result)", sourceLocation: sourceLocation)
+      return nil
+    }
+    return (error.code, error.failureMessage ?? "")
+  }
+
+  /// A server that reads the head of an upload (and part of its body, or none) and shuts its
+  /// sending side down without answering has sent no reply at all: the upload fails as a GET to
+  /// it does, "Empty reply from server", however far the body got (it used to read "The server
+  /// answered before the whole body was sent" when the end of the stream was seen while the
+  /// body was still being sent, in 5 of 8 runs). Each server closes in its own way: the loopback
+  /// server's lingering close (FIN, then what arrives for 0.2 s is read, then a reset), and a
+  /// raw one that closes at once after its FIN (a reset, the body unread) or reads the body to
+  /// its end. (Over `.urlSession`, measured: libcurl reports "Send failure: Broken pipe", code
+  /// `.unknown`, for the first two, and "Empty reply from server", `.badServerResponse`, for the
+  /// third, as for a GET; not asserted, it is FoundationNetworking's.)
+  @Test(arguments: [HalfClosingServer.Ending.lingering, .closeAtOnce, .readToTheEnd])
+  func anUploadTheServerHalfClosesWithoutAnsweringIsAnEmptyReply(_ ending: HalfClosingServer.Ending)
+    async throws
+  {
+    let scratch = try Scratch()
+    defer { scratch.remove() }
+    let url = try scratch.file("big.bin", Self.pattern(8 << 20))
+    let raw = ending == .lingering ? nil : try HalfClosingServer(bodyBytes: 64 << 10, ending: ending)
+    defer { raw?.stop() }
+    try await withServer({ router in
+      router.on("PUT", "/upload", body: { _ in .respondBeforeBody(.closeImmediately) }) { _ in
+        .respond(.text("read"))
+      }
+    }) { server in
+      let client =
+        raw.map { HTTPClient(baseURL: $0.baseURL, configuration: .init(retryPolicy: .none)) }
+        ?? server.client()
+      var outcomes: [String: Int] = [:]
+      for _ in 0..<20 {
+        let (result, _) = await outcome(of: client.upload(.file(url), to: "upload", method: .put))
+        guard let (code, message) = Self.transportFailure(result) else { continue }
+        outcomes["\(code.rawValue) \(message)", default: 0] += 1
+      }
+      print("HALF-CLOSE | \(ending) | \(outcomes)")
+      #expect(outcomes == ["\(URLError.Code.networkConnectionLost.rawValue) Empty reply from server": 20])
+      #expect(raw.map { $0.connections == 20 } ?? (server.requests.count == 20))
+    }
+  }
+
   /// A 303 turns an upload into a GET without a body, over either transport, for a file and
   /// (over a socket, where it is read once) a stream of chunks alike.
   @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
@@ -705,5 +755,113 @@ struct UploadTests {
       print(
         "RSS | \(name) | 256 MiB | +\((residentBytes() - before) >> 20) MiB | \(ContinuousClock.now - start)")
     }
+  }
+}
+
+/// A server on 127.0.0.1 that reads the head of each request and `bodyBytes` of its body, then
+/// shuts its sending side down (FIN) without answering, and ends as `ending` says.
+final class HalfClosingServer: Sendable {
+  enum Ending: CustomStringConvertible {
+    /// The loopback server's own (`.respondBeforeBody(.closeImmediately)`), not this one's.
+    case lingering
+    /// Closes right after the FIN: the unread body makes the close a reset.
+    case closeAtOnce
+    /// Reads until the client closes.
+    case readToTheEnd
+
+    var description: String {
+      switch self {
+      case .lingering: "lingering close"
+      case .closeAtOnce: "FIN, then a reset"
+      case .readToTheEnd: "FIN, the body read to its end"
+      }
+    }
+  }
+
+  let port: Int
+  private let listener: Int32
+  private let served = DispatchSemaphore(value: 0)
+  private let accepted = LockedCount()
+
+  var baseURL: URL { URL(string: "http://127.0.0.1:\(port)/")! }
+  /// The connections accepted so far.
+  var connections: Int { accepted.value }
+
+  init(bodyBytes: Int, ending: Ending) throws {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw POSIXError(.EIO) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0
+      }
+    }
+    guard bound else {
+      close(fd)
+      throw POSIXError(.EADDRNOTAVAIL)
+    }
+    listener = fd
+    port = Int(UInt16(bigEndian: address.sin_port))
+    let (served, accepted) = (served, accepted)
+    Thread {
+      while true {
+        let connection = accept(fd, nil, nil)
+        if connection < 0, errno == EINTR { continue }
+        guard connection >= 0 else { break }
+        accepted.increment()
+        Self.serve(connection, bodyBytes: bodyBytes, ending: ending)
+      }
+      served.signal()
+    }.start()
+  }
+
+  /// Reads the head and `bodyBytes` more, shuts the sending side down, then ends as `ending` says.
+  private static func serve(_ fd: Int32, bodyBytes: Int, ending: Ending) {
+    defer { close(fd) }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 16 << 10)
+    var bodyStart: Int?
+    while bodyStart.map({ received.count - $0 < bodyBytes }) ?? true {
+      let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+      guard count > 0 else { return }
+      received += buffer[..<count]
+      if bodyStart == nil, let end = received.firstRange(of: Array("\r\n\r\n".utf8)) {
+        bodyStart = end.upperBound
+      }
+    }
+    shutdown(fd, Int32(SHUT_WR))
+    guard ending == .readToTheEnd else { return }
+    while buffer.withUnsafeMutableBytes({ recv(fd, $0.baseAddress, $0.count, 0) }) > 0 {}
+  }
+
+  /// Stops accepting, and waits for the connection being served.
+  func stop() {
+    shutdown(listener, Int32(SHUT_RDWR))
+    served.wait()
+    close(listener)
+  }
+}
+
+/// A count shared between threads.
+private final class LockedCount: @unchecked Sendable {
+  // Safety: `count` is read and written only while `lock` is held.
+  private let lock = NSLock()
+  private var count = 0
+
+  func increment() {
+    lock.lock()
+    count += 1
+    lock.unlock()
+  }
+
+  var value: Int {
+    lock.lock()
+    defer { lock.unlock() }
+    return count
   }
 }

@@ -27,8 +27,8 @@ extension Promise where Value == HTTPResponse {
         throw HTTPError.decoding(error, type: T.self, response: response)
       } catch {
         throw HTTPError.decoding(
-          type: "\(T.self)", codingPath: "", detail: "\(error)", bodyExcerpt: response.bodyExcerpt(),
-          url: response.redactedURL)
+          type: "\(T.self)", codingPath: "", detail: response.redactedDetail("\(error)"),
+          bodyExcerpt: response.bodyExcerpt(), url: response.redactedURL)
       }
     }
   }
@@ -53,6 +53,14 @@ extension Promise where Value == HTTPResponse {
       }
       return text
     }
+  }
+}
+
+extension HTTPResponse {
+  /// `detail`, the text of a decoding error (which a type's own `init(from:)` may fill with
+  /// what it read), with the secrets of the URLs it quotes redacted.
+  fileprivate func redactedDetail(_ detail: String) -> String {
+    Redaction.redactedURLs(in: detail, parameters: sensitiveParameters ?? .defaultSensitive)
   }
 }
 
@@ -88,7 +96,8 @@ extension HTTPError {
       detail = "\(error)"
     }
     return .decoding(
-      type: "\(T.self)", codingPath: codingPathText(context?.codingPath ?? []), detail: detail,
+      type: "\(T.self)", codingPath: codingPathText(context?.codingPath ?? []),
+      detail: response.redactedDetail(detail),
       bodyExcerpt: response.bodyExcerpt(), url: response.redactedURL)
   }
 

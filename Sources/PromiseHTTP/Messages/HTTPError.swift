@@ -10,9 +10,10 @@ import Foundation
 /// No case a client makes carries a credential: URLs are stored without user-info and with the
 /// values of the client's `sensitiveQueryParameters` (`access_token`, `X-Amz-Signature`, … by
 /// default) replaced by `<redacted>`, body excerpts with those of the same JSON members and form
-/// fields replaced, and the values of its `sensitiveHeaders` (`Authorization`, `Cookie`,
-/// `X-Api-Key`, …) redacted. `description`, `debugDescription`, `String(reflecting:)` and `dump`
-/// redact by the default lists again, so they are safe to log.
+/// fields replaced and the URLs they quote redacted alike, and the values of its
+/// `sensitiveHeaders` (`Authorization`, `Cookie`, `X-Api-Key`, …) redacted. `description`,
+/// `debugDescription`, `String(reflecting:)` and `dump` redact by the default lists again, so
+/// they are safe to log.
 ///
 /// `description` (what `"\(error)"` prints) is one line for a log: the status and its reason
 /// phrase, the URL and the start of the body. `debugDescription` (what `String(reflecting:)`
@@ -169,7 +170,8 @@ extension HTTPError: CustomStringConvertible, CustomDebugStringConvertible, Loca
       ]
     case .decoding(let type, let path, let detail, let excerpt, let url):
       children = [
-        "type": type, "codingPath": path, "detail": detail,
+        "type": type, "codingPath": path,
+        "detail": Redaction.redactedURLs(in: detail, parameters: .defaultSensitive),
         "bodyExcerpt": Redaction.excerpt(excerpt, limit: Self.excerptLimit), "url": Redaction.text(url),
       ]
     case .timedOut(let url, let deadline):
@@ -195,6 +197,7 @@ extension HTTPError: CustomStringConvertible, CustomDebugStringConvertible, Loca
     -> String
   {
     let at = path.isEmpty ? "the top level" : "'\(path)'"
+    let detail = Redaction.redactedURLs(in: detail, parameters: .defaultSensitive)
     return
       "could not decode \(type) at \(at) from the body of \(Redaction.text(url)): \(detail) (body: \(body))"
   }

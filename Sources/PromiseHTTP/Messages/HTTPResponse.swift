@@ -37,13 +37,18 @@ public struct HTTPResponse: Sendable {
     String(decoding: body, as: UTF8.self)
   }
 
-  /// Up to `limit` bytes of the body as UTF-8 text, with `…` when it was cut, and with the
-  /// values of secret JSON members and form fields replaced by `<redacted>`.
+  /// Up to `limit` characters of the body as UTF-8 text, with `…` when it was cut, and with the
+  /// values of secret JSON members and form fields, and the secrets of the URLs it quotes,
+  /// replaced by `<redacted>`.
   ///
-  /// Only the excerpt is examined, never the whole body: a JSON member named as one of the
-  /// client's `sensitiveQueryParameters` (`"token": "…"`, `"password": 42`) has its string or
-  /// number value redacted, and so has a secret field of a form (`access_token=…&scope=read`).
-  /// The result has at most `limit` characters, plus `…`.
+  /// Only the start of the body is examined (four times `limit` bytes), never the whole body,
+  /// and it is redacted before it is cut, so a secret the cut falls in is redacted whole. A JSON
+  /// member named as one of the client's `sensitiveQueryParameters` (`"token": "…"`,
+  /// `"password": 42`) has its string or number value redacted, and so has a secret field of a
+  /// form (`access_token=…&scope=read`); a URL anywhere in the text (`"url":
+  /// "https://…?access_token=…"`, as httpbin echoes it, JSON-escaped `https:\/\/…`, or
+  /// percent-encoded in a form value) loses its user-info and the values of its secret query
+  /// parameters. The result has at most `limit` characters, plus `…`.
   public func bodyExcerpt(limit: Int = HTTPError.excerptLimit) -> String {
     Redaction.excerpt(
       of: body, contentType: headers["Content-Type"], limit: limit,

@@ -264,15 +264,28 @@ import Promises
             continue
           case .stopped:
             throw URLError(.cancelled)
-          case .answered where Self.skipInterimResponses(fd, wake: wake, timeout: idleTimeout):
-            // Only interim (1xx) responses, a `100 Continue` say: the server still wants the body.
-            continue
           case .answered:
-            if isStopped { throw URLError(.cancelled) }
-            // The server answered (a 413, say) without reading the rest: the caller reads it.
-            throw URLError(
-              .networkConnectionLost,
-              userInfo: [NSLocalizedDescriptionKey: "The server answered before the whole body was sent"])
+            switch Self.skipInterimResponses(fd, wake: wake, timeout: idleTimeout) {
+            case .interim:
+              // Only interim (1xx) responses, a `100 Continue` say: the server still wants the body.
+              continue
+            case _ where isStopped:
+              throw URLError(.cancelled)
+            case .answer:
+              // The server answered (a 413, say) without reading the rest: the caller reads it.
+              throw URLError(
+                .networkConnectionLost,
+                userInfo: [NSLocalizedDescriptionKey: "The server answered before the whole body was sent"])
+            case .closed:
+              // The server closed its side, perhaps without a word: the caller reads what it sent.
+              throw URLError(
+                .networkConnectionLost,
+                userInfo: [
+                  NSLocalizedDescriptionKey: "The server closed the connection before the whole body was sent"
+                ])
+            case .failed(let code):
+              throw Self.failure(.networkConnectionLost, errno: code, doing: "Send failure")
+            }
           case .idle:
             throw try timedOut()
           }
@@ -401,36 +414,51 @@ import Promises
       }
     }
 
-    /// Reads away the interim (1xx) responses waiting on `fd` while a body is being sent; returns
-    /// `true` if that is all there was, `false` if a final answer (or the end of the stream, or an
-    /// error) is there, left unread for the response's reader.
+    /// What is waiting on a socket whose body is being sent, once interim responses are read.
+    private enum Incoming {
+      /// Interim (1xx) responses, read away: nothing else has arrived.
+      case interim
+      /// Bytes of a final response (or of something that is not one), left for the reader.
+      case answer
+      /// The end of the stream: the server closed its side, after its interim responses if any.
+      case closed
+      /// Reading failed with this `errno` (a reset, say).
+      case failed(Int32)
+    }
+
+    /// Reads away the interim (1xx) responses waiting on `fd` while a body is being sent, and
+    /// says what is there after them, left unread for the response's reader.
     ///
     /// A head still arriving is waited for, at most `timeout`.
-    private static func skipInterimResponses(_ fd: Int32, wake: Int32, timeout: TimeInterval) -> Bool {
+    private static func skipInterimResponses(_ fd: Int32, wake: Int32, timeout: TimeInterval) -> Incoming {
       let deadline = DispatchTime.now().uptimeNanoseconds &+ UInt64(max(0, min(timeout, 1e9)) * 1e9)
       return withUnsafeTemporaryAllocation(byteCount: HTTP1ResponseHead.maximumSize, alignment: 1) { buffer in
         while true {
           let peeked = recv(fd, buffer.baseAddress!, buffer.count, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
-          if peeked < 0, errno == EINTR { continue }
+          let code = errno
+          if peeked < 0, code == EINTR { continue }
           // Nothing to read after all: go on sending.
-          if peeked < 0, errno == EAGAIN || errno == EWOULDBLOCK { return true }
-          guard peeked > 0 else { return false }
+          if peeked < 0, code == EAGAIN || code == EWOULDBLOCK { return .interim }
+          if peeked < 0 { return .failed(code) }
+          if peeked == 0 { return .closed }
           let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<peeked])
           guard let length = HTTP1ResponseHead.end(in: bytes) else {
             // Part of a head: wait for the rest, unless it cannot fit or time is up.
-            guard peeked < buffer.count, DispatchTime.now().uptimeNanoseconds < deadline else { return false }
-            if case .stopped = wait(fd, wake: wake, for: Int16(POLLIN), timeout: 0.1) { return false }
+            guard peeked < buffer.count, DispatchTime.now().uptimeNanoseconds < deadline else {
+              return .answer
+            }
+            if case .stopped = wait(fd, wake: wake, for: Int16(POLLIN), timeout: 0.1) { return .answer }
             continue
           }
           guard let head = try? HTTP1ResponseHead.parse(UnsafeRawBufferPointer(rebasing: bytes[..<length])),
             (100..<200).contains(head.statusCode), head.statusCode != 101
-          else { return false }
+          else { return .answer }
           // Consume the interim head, then look at what follows it.
           var consumed = 0
           while consumed < length {
             let count = recv(fd, buffer.baseAddress!, length - consumed, 0)
             if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return false }
+            guard count > 0 else { return .answer }
             consumed += count
           }
         }

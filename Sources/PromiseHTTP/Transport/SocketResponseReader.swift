@@ -37,6 +37,10 @@ struct SocketResponseReader {
     UnsafeRawBufferPointer(rebasing: buffer[start..<end])
   }
 
+  /// Whether `readHead()` found the end of the stream before any byte of a final response: it
+  /// then threw `SocketExchangeEnding.emptyReply`.
+  private(set) var endedWithoutReply = false
+
   /// Reads the head of the final response, skipping interim (1xx) ones.
   mutating func readHead() throws(URLError) -> HTTP1ResponseHead {
     // A server that sends interim responses without end would keep the task reading: bytes keep
@@ -61,12 +65,11 @@ struct SocketResponseReader {
         scanned = end - start
         guard scanned < HTTP1ResponseHead.maximumSize else { throw Self.headTooLong }
         guard try fill() > 0 else {
+          endedWithoutReply = scanned == 0
+          if endedWithoutReply { throw SocketExchangeEnding.emptyReply }
           throw URLError(
-            scanned == 0 ? .networkConnectionLost : .cannotParseResponse,
-            userInfo: [
-              NSLocalizedDescriptionKey: scanned == 0
-                ? "Empty reply from server" : "The connection closed in the middle of the response head"
-            ])
+            .cannotParseResponse,
+            userInfo: [NSLocalizedDescriptionKey: "The connection closed in the middle of the response head"])
         }
       }
     }

@@ -118,19 +118,21 @@ final class SocketTask: ExchangeTask {
     let head = requestHead(url: url, host: host, port: port, body: outgoing)
     try connection.send(contentsOf: head)
     // A server may answer before it has read the whole body (a 413, say) and close: the answer
-    // is then what the task delivers, not the failed send.
-    var sendFailure: URLError?
+    // is then what the task delivers, not the failed send. One that closes without answering
+    // is an empty reply, whichever side saw it first (`SocketExchangeEnding`).
+    var ending = SocketExchangeEnding()
     do {
       try outgoing.send(over: connection, buffer: buffer) { exchange.sent(totalBytes: $0) }
     } catch  where error.code == .networkConnectionLost {
-      sendFailure = error
+      ending.sendFailed(error)
     }
     var reader = SocketResponseReader(connection: connection, buffer: buffer)
     let responseHead: HTTP1ResponseHead
     do {
       responseHead = try reader.readHead()
     } catch {
-      throw sendFailure ?? error
+      if reader.endedWithoutReply { ending.serverClosedWithoutReply() } else { ending.receiveFailed(error) }
+      throw ending.error ?? error
     }
     let http = HTTPURLResponse(
       url: url, statusCode: responseHead.statusCode, httpVersion: responseHead.version,
