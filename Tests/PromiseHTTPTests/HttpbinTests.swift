@@ -196,6 +196,27 @@ struct HttpbinTests {
     #expect(excerpt.contains("<!DOCTYPE html>"))
   }
 
+  @Test func aDecodingErrorOfAnEchoedURLCarriesNoSecret() async throws {
+    // httpbin's /get echoes the request's URL in its JSON ("url": "http://…?access_token=…"):
+    // the body excerpt of the decoding error must not carry the token.
+    struct Wrong: Decodable, Sendable { let missing: Int }
+    let client = try await client()
+    let secret = "s3cr3t-token-value"
+    let (result, _) = await outcome(
+      of: client.get(
+        "get",
+        query: [URLQueryItem(name: "access_token", value: secret), URLQueryItem(name: "page", value: "2")]
+      ).decode(Wrong.self))
+    guard let error = httpError(result), case .decoding(_, _, _, let excerpt, _) = error else {
+      Issue.record("expected decoding, got \(result)")
+      return
+    }
+    #expect(excerpt.contains("page=2"), "the excerpt still shows the URL: \(excerpt)")
+    for rendering in [excerpt, "\(error)", String(reflecting: error), error.localizedDescription] {
+      #expect(!rendering.contains(secret), "\(rendering)")
+    }
+  }
+
   @Test func fiftyConcurrentRequestsAllArrive() async throws {
     let client = try await client()
     let responses = try await Promise.all((0..<50).map { client.get("anything/\($0)").decode(Echo.self) })
