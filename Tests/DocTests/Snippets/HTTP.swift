@@ -1,12 +1,18 @@
+// The imports Docs/HTTP.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.http-imports
 import Dispatch
 import Foundation
 import PromiseHTTP
 import Promises
+// snippet.hide
 import Testing
 
+// snippet.show
+
 #if canImport(FoundationNetworking)
-  import FoundationNetworking
+  import FoundationNetworking  // URLRequest, on Linux
 #endif
+// snippet.end
 
 // snippet.http-types
 struct Registration: Encodable {
@@ -44,6 +50,34 @@ final class StreamRecorder: @unchecked Sendable {
 
 @Suite("Docs/HTTP.md", .timeLimit(.minutes(1)))
 struct HTTPExamples {
+  @Test func theStory() async throws {
+    // snippet.http-story
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    let recorder = StreamRecorder()
+    // snippet.show
+    let client = HTTPClient(baseURL: configServer)
+
+    let recording = client.post("device/register", json: Registration(deviceID: "A1B2"))
+      .decode(Token.self)
+      .then { token in client.get("stream/config", headers: ["Authorization": "Bearer \(token.value)"]) }
+      .decode(StreamConfig.self)
+      .done(on: recorder.queue) { config in
+        recorder.apply(config)  // configured before recording starts
+        recorder.start()
+      }
+      .catch { error in print("cannot record: \(error)") }
+    // snippet.hide
+    try await recording.value
+    #expect(recorder.queue.sync { recorder.isRecording })
+    #expect(output.lines.isEmpty)
+    await server.stop()
+    // snippet.end
+  }
+
   @Test func unacceptableStatus() async throws {
     // snippet.http-status
     // snippet.hide
@@ -112,7 +146,7 @@ struct HTTPExamples {
     // the first attempt got "503 Service Unavailable, Retry-After: 0"; the second succeeded
     // snippet.hide
     #expect(config.bitrateKbps == 2_500)
-    #expect(server.requests.filter { $0.pathWithoutQuery == "/busy/config" }.count == 2)
+    #expect(server.requests.filter { $0.path == "/busy/config" }.count == 2)
     await server.stop()
     // snippet.end
   }
@@ -166,7 +200,7 @@ struct HTTPExamples {
     slow.cancel()
     // snippet.hide
     #expect(output.lines == ["never sent: waited 0.2 seconds"])
-    #expect(!server.requests.contains { $0.pathWithoutQuery == "/stream/config" })
+    #expect(!server.requests.contains { $0.path == "/stream/config" })
     await server.stop()
     // snippet.end
   }
@@ -224,7 +258,7 @@ struct HTTPExamples {
     // snippet.hide
     #expect(config.bitrateKbps == 2_500)
     #expect(await output.lines(count: 1) == ["↻ attempt 2 in 0.0 seconds"])
-    let busy = server.requests.filter { $0.pathWithoutQuery == "/busy/config" }
+    let busy = server.requests.filter { $0.path == "/busy/config" }
     #expect(busy.count == 2 && busy.allSatisfy { $0.header("X-Device-ID") == "A1B2" })
     await server.stop()
     // snippet.end

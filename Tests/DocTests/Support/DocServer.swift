@@ -12,7 +12,7 @@ final class DocServer: Sendable {
   var baseURL: URL { server.baseURL }
 
   /// The requests received so far.
-  var requests: [RecordedRequest] { server.requests }
+  var requests: [ReceivedRequest] { server.requests.map(ReceivedRequest.init) }
 
   private init(server: LoopbackServer) {
     self.server = server
