@@ -81,6 +81,26 @@ struct TransfersExamples {
     // snippet.end
   }
 
+  @Test func progressAsAPercentage() async throws {
+    // snippet.transfers-progress-percent
+    // snippet.hide
+    let (output, print, server, client) = try MediaServer.example()
+    let movie = server.url("take-1.mp4")
+    // snippet.show
+    let progress = TransferProgressHandler { update in
+      // Int64 bytes (a file can be larger than 2 GiB, and offsets are Int64): compute in Int64.
+      guard let expected = update.expectedBytes, expected > 0 else { return }
+      let percent: Int64 = update.completedBytes * 100 / expected
+      if update.isFinal { print("\(percent)%") }  // prints "100%"
+    }
+
+    _ = try await client.download("recordings/take-1.mp4", to: movie, progress: progress).value
+    // snippet.hide
+    #expect(await output.lines(count: 1) == ["100%"])
+    await server.stop()
+    // snippet.end
+  }
+
   @Test func progressAsAStream() async throws {
     // snippet.transfers-progress-stream
     // snippet.hide
@@ -144,6 +164,65 @@ struct TransfersExamples {
     #expect(download.byteCount == 131_072 && MediaServer.holdsTake(movie))
     await server.stop()
     // snippet.end
+  }
+
+  @Test func rideOutARestart() async throws {
+    // snippet.transfers-restart
+    // snippet.hide
+    let (output, print, server, _) = try MediaServer.example()
+    let mediaServer = server.baseURL
+    let movie = server.url("take-4.mp4")
+    // snippet.show
+    // Retries 0.5 s, 1.5 s, 3.5 s and 7.5 s after the failure: exact waits, no jitter.
+    let patient = RetryPolicy(
+      maximumAttempts: 5,
+      backoff: .exponential(initial: .milliseconds(500), maximum: .seconds(4), jitter: .none))
+    let client = HTTPClient(baseURL: mediaServer, configuration: .init(retryPolicy: patient))
+
+    // The server restarts after 64 KiB and is down for 2 s.
+    let download = try await client.download("restarting/take-4.mp4", to: movie).value
+    print(download.response.statusCode)  // prints "206": resumed once the server was back
+    // snippet.hide
+    #expect(output.lines == ["206"])
+    #expect(download.byteCount == 131_072 && MediaServer.holdsTake(movie))
+    #expect(server.requests.last?.header("Range") == "bytes=65536-")
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test("RetryPolicy.default gives up on a server that is down for 2 s")
+  func theDefaultPolicyDoesNotRideOutARestart() async throws {
+    // Docs/Transfers.md: its two waits add up to at most 1.5 s.
+    let (_, _, server, client) = try MediaServer.example()
+    let movie = server.url("take-4.mp4")
+    let started = ContinuousClock.now
+    await #expect(throws: HTTPError.self) {
+      _ = try await client.download("restarting/take-4.mp4", to: movie).value
+    }
+    #expect(ContinuousClock.now - started < .seconds(2), "the download failed while the server was down")
+    #expect(server.requests.count == 3)
+    #expect(!FileManager.default.fileExists(atPath: movie.path))
+    await server.stop()
+  }
+
+  @Test("The two transports send different User-Agents, and the one you set over both")
+  func userAgents() async throws {
+    // Docs/HTTP.md and Docs/Transfers.md: FoundationNetworking's for requests through URLSession,
+    // PromiseHTTP for the socket transport; defaultHeaders' for both.
+    let (_, _, server, client) = try MediaServer.example()
+    _ = try await client.get("stream/config", headers: ["Authorization": "Bearer tok-42"]).value
+    _ = try await client.download("recordings/take-1.mp4", to: server.url("take-1.mp4")).value
+    let defaults = server.requests.map { $0.header("User-Agent") ?? "" }
+    #expect(defaults.count == 2)
+    #expect(defaults.first?.contains("(unknown version) curl/") == true, "\(defaults)")
+    #expect(defaults.last == "PromiseHTTP")
+    let named = HTTPClient(
+      baseURL: server.baseURL, configuration: .init(defaultHeaders: ["User-Agent": "Recorder/1.0"]))
+    _ = try await named.get("stream/config", headers: ["Authorization": "Bearer tok-42"]).value
+    _ = try await named.download("recordings/take-1.mp4", to: server.url("take-1b.mp4")).value
+    let set = server.requests.dropFirst(2).map { $0.header("User-Agent") }
+    #expect(set == ["Recorder/1.0", "Recorder/1.0"])
+    await server.stop()
   }
 
   @Test func resumeLater() async throws {
@@ -243,6 +322,46 @@ struct TransfersExamples {
     #expect(put.body == MediaServer.takeBytes)
     await server.stop()
     // snippet.end
+  }
+
+  @Test func uploadResponseIsHeldToTheLimit() async throws {
+    // snippet.transfers-upload-too-large
+    // snippet.hide
+    let (output, print, server, _) = try MediaServer.example()
+    let mediaServer = server.baseURL
+    let recording = try server.record("take-1.mp4")
+    // snippet.show
+    let client = HTTPClient(baseURL: mediaServer, configuration: .init(maximumResponseSize: 64 << 10))
+    do {
+      // "echo" answers with the 128 KiB it received.
+      _ = try await client.upload(.file(recording), to: "echo", method: .put).value
+    } catch HTTPError.tooLarge(let limit, _) {
+      print(limit)  // prints "65536": the response, not the upload, is over the limit
+    }
+    // snippet.hide
+    #expect(output.lines == ["65536"])
+    #expect(server.requests.last?.body == MediaServer.takeBytes, "the whole file was sent")
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test("The limit's error names download(_:to:) for an upload's response too")
+  func uploadTooLargeNamesDownload() async throws {
+    let (_, _, server, _) = try MediaServer.example()
+    let client = HTTPClient(baseURL: server.baseURL, configuration: .init(maximumResponseSize: 64 << 10))
+    let recording = try server.record("take-1.mp4")
+    do {
+      _ = try await client.upload(.file(recording), to: "echo", method: .put).value
+      Issue.record("a 128 KiB response was delivered over a 64 KiB limit")
+    } catch let error as HTTPError {
+      guard case .tooLarge = error else {
+        Issue.record("got \(error)")
+        return
+      }
+      #expect(error.description.contains("maximumResponseSize"))
+      #expect(error.description.contains("HTTPClient.download(_:to:)"))
+    }
+    await server.stop()
   }
 
   @Test func uploadChunks() async throws {

@@ -74,3 +74,14 @@ extension LoopbackServer {
     }
   }
 }
+
+/// A loopback address that refuses every connection, as a server that is down does: the base
+/// URL of the HTTP guide's transport-error example.
+final class RefusingServer: Sendable {
+  private let port: ClosedPort
+
+  init() throws { port = try ClosedPort() }
+
+  /// `http://127.0.0.1:<port>/`.
+  var baseURL: URL { port.baseURL }
+}

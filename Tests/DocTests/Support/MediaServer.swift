@@ -70,6 +70,22 @@ final class MediaServer: Sendable {
     router.on("PUT", "/recordings/take-2.mp4") { request in
       .respond(.text("stored \(request.body.count) bytes", status: 201))
     }
+    // Answers with the body it received: an upload whose response is as large as what it sent.
+    router.on("PUT", "/echo") { request in .respond(ServerResponse(body: request.body)) }
+    // A server that restarts: the first answer breaks off after 64 KiB, then every connection is
+    // closed at once for 2 s (the server is down), then Range is honoured again.
+    let restart = RestartWindow()
+    router.on("GET", "/restarting/take-4.mp4") { _ in
+      switch restart.next() {
+      case .first:
+        return .stream(
+          StreamedResponse(body: take, etag: "\"take-4\"", faults: [.closeAfter(bytes: 64 << 10)]))
+      case .down:
+        return .closeImmediately
+      case .up:
+        return .stream(StreamedResponse(body: take, etag: "\"take-4\""))
+      }
+    }
     router.on("POST", "/recordings") { request in
       .respond(.text("stored a form of \(request.body.count) bytes", status: 201))
     }
@@ -135,5 +151,26 @@ final class MediaServer: Sendable {
   func stop() async {
     await server.stopOffThePool()
     try? FileManager.default.removeItem(at: recordings)
+  }
+}
+
+/// The state of the media server's restarting route: down for 2 s after its first answer.
+private final class RestartWindow: @unchecked Sendable {
+  // Safety: `downUntil` is only accessed while `lock` is held.
+  private let lock = NSLock()
+  private var downUntil: ContinuousClock.Instant?
+
+  enum Phase { case first, down, up }
+
+  /// The phase of the request arriving now; the first call starts the 2 s outage.
+  func next() -> Phase {
+    lock.lock()
+    defer { lock.unlock() }
+    let now = ContinuousClock.now
+    guard let downUntil else {
+      downUntil = now + .seconds(2)
+      return .first
+    }
+    return now < downUntil ? .down : .up
   }
 }
