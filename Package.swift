@@ -39,7 +39,10 @@ let package = Package(
     .testTarget(
       name: "DocTests",
       dependencies: ["Promises", "PromiseHTTP", "LoopbackHTTPServer"],
-      swiftSettings: strict
+      // A file sees only the members of the modules it imports itself (SE-0444), as it sees only
+      // their top-level names: DocImportsTests can then prove that each page's code compiles
+      // with the imports the page shows.
+      swiftSettings: strict + [.enableUpcomingFeature("MemberImportVisibility")]
     ),
   ]
 )

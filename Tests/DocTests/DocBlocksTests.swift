@@ -11,23 +11,36 @@ import Testing
 @Suite struct DocBlocksTests {
   static let catalog = DocCatalog.shared
 
-  @Test("Every swift block on a page is the visible part of exactly one snippet", arguments: catalog.blocks)
+  @Test(
+    "Every swift block on a page is the visible part of exactly one snippet of the page's own file",
+    arguments: catalog.blocks)
   func blockMatchesOneSnippet(_ block: MarkdownBlock) {
-    let matches = Self.catalog.slices.filter { $0.visible == block.text }
+    // One file per page: the file's imports are then the page's (see DocImportsTests).
+    let file = DocCatalog.snippetFile(for: block.page)
+    let matches = Self.catalog.slices.filter { $0.file == file && $0.visible == block.text }
     switch matches.count {
     case 1:
       return
     case 0:
-      Issue.record(Comment(rawValue: Self.mismatchReport(for: block)))
+      let elsewhere = Self.catalog.slices.filter { $0.visible == block.text }
+      if elsewhere.isEmpty {
+        Issue.record(Comment(rawValue: Self.mismatchReport(for: block)))
+      } else {
+        Issue.record(
+          "\(block) is the snippet \(elsewhere.map(\.description)), which is not in \(file): a page's examples live in its own snippet file"
+        )
+      }
     default:
       Issue.record("\(block) matches \(matches.count) snippets: \(matches.map(\.description)); keep one")
     }
   }
 
-  @Test("Every snippet slice is shown on some page", arguments: catalog.slices)
+  @Test("Every snippet slice is shown on the page its file serves", arguments: catalog.slices)
   func sliceIsShown(_ slice: SnippetSlice) {
-    let uses = Self.catalog.blocks.filter { $0.text == slice.visible }
-    #expect(!uses.isEmpty, "snippet \(slice) is on no page: show it or delete it")
+    let uses = Self.catalog.blocks.filter {
+      $0.text == slice.visible && DocCatalog.snippetFile(for: $0.page) == slice.file
+    }
+    #expect(!uses.isEmpty, "snippet \(slice) is not on the page of \(slice.file): show it or delete it")
   }
 
   @Test("Every printed claim of a snippet is asserted by its hidden code", arguments: catalog.slices)

@@ -132,6 +132,29 @@ struct TLSTests {
     }
   }
 
+  @Test func transfersOverHTTPSCheckTheCertificateAsRequestsDo() async throws {
+    // Docs/Transfers.md, "HTTPS and certificates": a download, an upload and a stream over HTTPS
+    // go through URLSession and its trust store, and fail on a self-signed certificate as `get`
+    // does, the download leaving no file.
+    try await withTLSServer { server in
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: .init(retryPolicy: quickRetries(3)))
+      let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "TLSTransfers-\(UUID().uuidString)")
+      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+      defer { try? FileManager.default.removeItem(at: directory) }
+      let file = directory.appendingPathComponent("take.mp4")
+      let (download, _) = await outcome(of: client.download("take.mp4", to: file))
+      #expect(try transportFailure(download).1.code == .serverCertificateUntrusted)
+      #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+      let (upload, _) = await outcome(of: client.upload(.data(Data("take".utf8)), to: "takes", method: .put))
+      #expect(try transportFailure(upload).1.code == .serverCertificateUntrusted)
+      let (stream, _) = await outcome(of: client.stream("events"))
+      #expect(try transportFailure(stream).1.code == .serverCertificateUntrusted)
+      let connections = try await offThePool { Result { try server.connections() } }.get()
+      #expect(connections == 3, "one handshake each, none retried: \(server.log)")
+    }
+  }
+
   @Test func tlsFailuresAreNotRetriedByDefault() {
     #expect(RetryPolicy.default.retryableErrorCodes.isDisjoint(with: Self.tlsCodes))
     #expect(!RetryPolicy.default.retryableErrorCodes.contains(.unknown))

@@ -1,5 +1,7 @@
-import Dispatch
+// The imports Docs/AsyncAwait.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.async-imports
 import Promises
+// snippet.end
 import Testing
 
 /// An async API, as a modern SDK would offer it.

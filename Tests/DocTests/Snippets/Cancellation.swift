@@ -1,6 +1,8 @@
+// The imports Docs/Cancellation.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.cancel-imports
 import Dispatch
-import Foundation
 import Promises
+// snippet.end
 import Testing
 
 @Suite("Docs/Cancellation.md", .timeLimit(.minutes(1)))
@@ -110,7 +112,7 @@ struct CancellationExamples {
       _ = loadSettings()  // rejected, and nobody looked
       // prints "unhandled: notFound"
       // snippet.hide
-      exit(output.lines == ["unhandled: notFound"] ? 0 : 1)
+      endChildProcess(passed: output.lines == ["unhandled: notFound"])
       // snippet.end
     }
   }

@@ -1,5 +1,7 @@
-import Dispatch
+// The imports Docs/Chaining.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.chaining-imports
 import Promises
+// snippet.end
 import Testing
 
 @Suite("Docs/Chaining.md", .timeLimit(.minutes(1)))

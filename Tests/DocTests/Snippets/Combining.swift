@@ -1,19 +1,8 @@
-import Dispatch
+// The imports Docs/Combining.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.combining-imports
 import Promises
+// snippet.end
 import Testing
-
-/// A thumbnail download that fails for one name.
-func downloadThumbnail(_ name: String) -> Promise<String> {
-  Promise { resolver in
-    DispatchQueue.global().async {
-      if name == "missing" {
-        resolver.reject(ServiceError.notFound)
-      } else {
-        resolver.fulfill("\(name).jpg")
-      }
-    }
-  }
-}
 
 @Suite("Docs/Combining.md", .timeLimit(.minutes(1)))
 struct CombiningExamples {

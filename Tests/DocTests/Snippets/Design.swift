@@ -1,5 +1,8 @@
+// The imports Docs/Design.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.design-imports
 import Dispatch
 import Promises
+// snippet.end
 import Testing
 
 @Suite("Docs/Design.md", .timeLimit(.minutes(1)))

@@ -1,5 +1,9 @@
-import Dispatch
+// The imports below are the ones Docs/GettingStarted.md shows: `DocImportsTests` checks that this
+// file has no other (but `Testing`), so the page's code compiles with the imports it shows.
+// snippet.getting-started-imports
+import Dispatch  // DispatchQueue: Promises does not re-export it
 import Promises
+// snippet.end
 import Testing
 
 // snippet.getting-started-steps-declarations
@@ -17,7 +21,7 @@ func fetchConfig(token: String) -> Promise<[String: Int]> {
 
 @Suite("Docs/GettingStarted.md", .timeLimit(.minutes(1)))
 struct GettingStartedExamples {
-  @Test func firstChain() async {
+  @Test func firstChain() throws {
     // snippet.getting-started-first-chain
     // snippet.hide
     let output = DocOutput()
@@ -25,16 +29,33 @@ struct GettingStartedExamples {
     // snippet.show
     let (deviceID, resolver) = Promise<String>.pending()
 
-    deviceID
-      .map { id in "token-for-\(id)" }
+    let finished = deviceID.map { id in "token-for-\(id)" }
       .done { token in print("got \(token)") }
       .catch { error in print("failed: \(error)") }
 
     resolver.fulfill("A1B2")
+    try finished.wait(timeout: 10)  // keeps the program alive until the last step has run
     // prints "got token-for-A1B2"
     // snippet.hide
-    #expect(await output.lines(count: 1) == ["got token-for-A1B2"])
+    // Not eventually: once `wait` has returned, the line is there.
+    #expect(output.lines == ["got token-for-A1B2"])
     // snippet.end
+  }
+
+  @Test("Waiting on the first promise of a chain returns before the later steps have run")
+  func waitingOnTheFirstPromiseIsTooEarly() throws {
+    // The page says to wait on the last promise: the first is fulfilled before the steps
+    // chained on it run (they are dispatched), so a program that waits on it can exit first.
+    let steps = DispatchQueue(label: "held back")
+    steps.suspend()
+    let (first, resolver) = Promise<String>.pending()
+    let last = first.map(on: steps) { id in "token-for-\(id)" }.done { _ in }
+    resolver.fulfill("A1B2")
+    #expect(try first.wait(timeout: 10) == "A1B2")
+    #expect(last.isPending, "the steps after the first promise have not run yet")
+    steps.resume()
+    try last.wait(timeout: 10)
+    #expect(!last.isPending)
   }
 
   @Test func asynchronousSteps() async throws {

@@ -1,12 +1,18 @@
+// The imports Docs/HTTP.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.http-imports
 import Dispatch
 import Foundation
 import PromiseHTTP
 import Promises
+// snippet.hide
 import Testing
 
+// snippet.show
+
 #if canImport(FoundationNetworking)
-  import FoundationNetworking
+  import FoundationNetworking  // URLRequest, on Linux
 #endif
+// snippet.end
 
 // snippet.http-types
 struct Registration: Encodable {
@@ -44,6 +50,81 @@ final class StreamRecorder: @unchecked Sendable {
 
 @Suite("Docs/HTTP.md", .timeLimit(.minutes(1)))
 struct HTTPExamples {
+  @Test func theStory() async throws {
+    // snippet.http-story
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    let recorder = StreamRecorder()
+    // snippet.show
+    let client = HTTPClient(baseURL: configServer)
+
+    let recording = client.post("device/register", json: Registration(deviceID: "A1B2"))
+      .decode(Token.self)
+      .then { token in client.get("stream/config", headers: ["Authorization": "Bearer \(token.value)"]) }
+      .decode(StreamConfig.self)
+      .done(on: recorder.queue) { config in
+        recorder.apply(config)  // configured before recording starts
+        recorder.start()
+      }
+      .catch { error in print("cannot record: \(error)") }
+    // snippet.hide
+    try await recording.value
+    #expect(recorder.queue.sync { recorder.isRecording })
+    #expect(output.lines.isEmpty)
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func queryAndUserAgent() async throws {
+    // snippet.http-query
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    // snippet.show
+    let client = HTTPClient(
+      baseURL: configServer, configuration: .init(defaultHeaders: ["User-Agent": "Recorder/1.0"]))
+
+    let response = try await client.get(
+      "stream/config", query: [URLQueryItem(name: "device", value: "A1B2 (front)")],
+      headers: ["Authorization": "Bearer tok-42"]
+    ).value
+    print(response.url.query ?? "")  // prints "device=A1B2%20%28front%29"
+    // snippet.hide
+    #expect(output.lines == ["device=A1B2%20%28front%29"])
+    let sent = try #require(server.requests.last)
+    #expect(sent.path == "/stream/config" && sent.query == "device=A1B2%20%28front%29")
+    #expect(sent.header("User-Agent") == "Recorder/1.0")
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func transportError() async throws {
+    // snippet.http-transport-error
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let down = try RefusingServer()
+    let configServer = down.baseURL
+    // snippet.show
+    let client = HTTPClient(baseURL: configServer, configuration: .init(retryPolicy: .none))
+    do {
+      _ = try await client.get("stream/config").value
+    } catch HTTPError.transport(let urlError, let url) {
+      // urlError: the URLError behind it (its code); url: the request's URL, if known
+      if urlError.code == .cannotConnectToHost {
+        print("server down: \(url?.path ?? "?")")  // prints "server down: /stream/config"
+      }
+    }
+    // snippet.hide
+    #expect(output.lines == ["server down: /stream/config"])
+    // snippet.end
+  }
+
   @Test func unacceptableStatus() async throws {
     // snippet.http-status
     // snippet.hide
@@ -112,7 +193,46 @@ struct HTTPExamples {
     // the first attempt got "503 Service Unavailable, Retry-After: 0"; the second succeeded
     // snippet.hide
     #expect(config.bitrateKbps == 2_500)
-    #expect(server.requests.filter { $0.pathWithoutQuery == "/busy/config" }.count == 2)
+    #expect(server.requests.filter { $0.path == "/busy/config" }.count == 2)
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test func backoffWithoutJitter() {
+    // snippet.http-retry-backoff
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    // snippet.show
+    let steady = RetryPolicy(
+      maximumAttempts: 4,
+      backoff: .exponential(initial: .milliseconds(100), maximum: .seconds(2), jitter: .none))
+
+    print(steady.delay(beforeRetry: 1)!)  // prints "0.1 seconds"
+    print(steady.delay(beforeRetry: 3)!)  // prints "0.4 seconds"
+    print(steady.delay(beforeRetry: 4) == nil)  // prints "true": 4 attempts, 3 retries
+    // snippet.hide
+    #expect(output.lines == ["0.1 seconds", "0.4 seconds", "true"])
+    #expect(steady.delay(beforeRetry: 2) == .milliseconds(200))
+    // snippet.end
+  }
+
+  @Test func clientTimeout() async throws {
+    // snippet.http-timeout
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    // snippet.show
+    let impatient = HTTPClient(baseURL: configServer, configuration: .init(timeout: .milliseconds(300)))
+    do {
+      _ = try await impatient.get("slow/config").value
+    } catch HTTPError.timedOut(_, let limit) {
+      print("no answer within \(limit)")  // prints "no answer within 0.3 seconds"
+    }
+    // snippet.hide
+    #expect(output.lines == ["no answer within 0.3 seconds"])
     await server.stop()
     // snippet.end
   }
@@ -166,7 +286,7 @@ struct HTTPExamples {
     slow.cancel()
     // snippet.hide
     #expect(output.lines == ["never sent: waited 0.2 seconds"])
-    #expect(!server.requests.contains { $0.pathWithoutQuery == "/stream/config" })
+    #expect(!server.requests.contains { $0.path == "/stream/config" })
     await server.stop()
     // snippet.end
   }
@@ -224,7 +344,7 @@ struct HTTPExamples {
     // snippet.hide
     #expect(config.bitrateKbps == 2_500)
     #expect(await output.lines(count: 1) == ["↻ attempt 2 in 0.0 seconds"])
-    let busy = server.requests.filter { $0.pathWithoutQuery == "/busy/config" }
+    let busy = server.requests.filter { $0.path == "/busy/config" }
     #expect(busy.count == 2 && busy.allSatisfy { $0.header("X-Device-ID") == "A1B2" })
     await server.stop()
     // snippet.end

@@ -1,5 +1,8 @@
+// The imports Docs/MigratingFromDelegates.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.delegates-imports
 import Dispatch
 import Promises
+// snippet.end
 import Testing
 
 // snippet.delegates-legacy-api

@@ -1,5 +1,8 @@
-import Dispatch
+// The imports Docs/MigratingFromPromiseKit.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.promisekit-imports
+import Dispatch  // DispatchQueue.main, as in `on: .main`
 import Promises
+// snippet.end
 import Testing
 
 @Suite("Docs/MigratingFromPromiseKit.md", .timeLimit(.minutes(1)))

@@ -1,6 +1,8 @@
+// The imports Docs/Queues.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.queues-imports
 import Dispatch
-import Foundation
 import Promises
+// snippet.end
 import Testing
 
 /// A screen of an app: main-actor state, as UI objects are.
@@ -108,15 +110,15 @@ struct QueuesDefaultSettingExamples {
       applicationDidFinishLaunching()
       let onMain = Promise(1).map { _ in
         dispatchPrecondition(condition: .onQueue(.main))
-        return (DispatchQueue.getSpecific(key: mainQueue), Thread.isMainThread)
+        return (DispatchQueue.getSpecific(key: mainQueue), isMainThread())
       }
       // What Docs/Queues.md says: the callback runs on the main queue, and on Linux
       // `Thread.isMainThread` does not tell (it is `false` here).
-      guard let (specific, isMainThread) = try? await onMain.value else { exit(2) }
+      guard let (specific, onMainThread) = try? await onMain.value else { endChildProcess(passed: false) }
       #if os(Linux)
-        exit(specific == 1 && !isMainThread ? 0 : 1)
+        endChildProcess(passed: specific == 1 && !onMainThread)
       #else
-        exit(specific == 1 ? 0 : 1)
+        endChildProcess(passed: specific == 1)
       #endif
     }
   }

@@ -1,7 +1,8 @@
-import Dispatch
-import Foundation
+// The imports README.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.readme-imports
 import PromiseHTTP
 import Promises
+// snippet.end
 import Testing
 
 @Suite("README.md", .timeLimit(.minutes(1)))
@@ -28,7 +29,7 @@ struct ReadmeExamples {
       .catch { error in print("cannot record: \(error)") }
     // snippet.hide
     try await recording.value
-    #expect(recorder.queue.sync { recorder.isRecording })
+    #expect(recorder.isRecordingOnItsQueue)
     #expect(output.lines.isEmpty)
     await server.stop()
     // snippet.end

@@ -1,5 +1,7 @@
-import Dispatch
+// The imports Docs/Time.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.time-imports
 import Promises
+// snippet.end
 import Testing
 
 @Suite("Docs/Time.md", .timeLimit(.minutes(1)))

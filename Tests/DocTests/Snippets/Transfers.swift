@@ -1,141 +1,11 @@
+// The imports Docs/Transfers.md shows; DocImportsTests checks that this file has no other but Testing.
+// snippet.transfers-imports
 import Dispatch
 import Foundation
-import LoopbackHTTPServer
 import PromiseHTTP
 import Promises
+// snippet.end
 import Testing
-
-/// The media server of the transfer examples, on loopback sockets: recordings to download
-/// (some of them cut off on the first attempt), uploads to receive, and streams of lines.
-private final class MediaServer: Sendable {
-  let server: LoopbackServer
-  /// A scratch directory for the example's files, removed by `stop()`.
-  let recordings: URL
-
-  /// The bytes of `recordings/take-1.mp4` and of the recordings the examples upload: 128 KiB.
-  static let take = GeneratedBody(length: 128 << 10, seed: 7)
-
-  var baseURL: URL { server.baseURL }
-  var requests: [RecordedRequest] { server.requests }
-
-  private init(server: LoopbackServer, recordings: URL) {
-    self.server = server
-    self.recordings = recordings
-  }
-
-  /// The body of `stream/status`: three lines of NDJSON, CRLF-separated, no newline after the last.
-  static let status = [2_500, 2_400, 2_600].map { #"{"bitrateKbps":\#($0),"droppedFrames":0}"# }
-    .joined(separator: "\r\n")
-  /// The body of `stream/events`: two server-sent events and a comment.
-  static let events = "event: state\ndata: connecting\n\n: keep-alive\n\ndata: live\ndata: 1280x720\n\n"
-
-  static func start() throws -> MediaServer {
-    LoopbackServer.bypassEnvironmentProxy()
-    let router = Router()
-    router.on("POST", "/device/register") { _ in .respond(.json(DocServer.token)) }
-    router.on("GET", "/stream/config") { request in
-      guard request.header("Authorization") == "Bearer tok-42" else {
-        return .respond(.text("missing or expired token", status: 401))
-      }
-      return .respond(.json(DocServer.config))
-    }
-    // 128 KiB in 16 KiB pieces, 10 ms apart: a download that progress can follow.
-    router.on("GET", "/recordings/take-1.mp4") { _ in
-      .stream(
-        StreamedResponse(
-          body: take, etag: "\"take-1\"", faults: [.drip(chunkSize: 16 << 10, interval: .milliseconds(10))]))
-    }
-    // The first attempt of each breaks off after 64 KiB; later ones honour Range.
-    for name in ["take-2", "take-3"] {
-      let calls = Counter()
-      router.on("GET", "/flaky/\(name).mp4") { _ in
-        .stream(
-          StreamedResponse(
-            body: take, etag: "\"\(name)\"", faults: calls.next() == 1 ? [.closeAfter(bytes: 64 << 10)] : []))
-      }
-    }
-    // 128 KiB over 1.6 s.
-    router.on("GET", "/slow/take-1.mp4") { _ in
-      .stream(
-        StreamedResponse(
-          body: take, etag: "\"take-1\"", faults: [.drip(chunkSize: 8 << 10, interval: .milliseconds(100))]))
-    }
-    router.on("PUT", "/recordings/take-1.mp4") { request in
-      guard request.header("Authorization") == "Bearer tok-42" else {
-        return .respond(.text("missing or expired token", status: 401))
-      }
-      return .respond(.text("stored \(request.body.count) bytes", status: 201))
-    }
-    router.on("PUT", "/recordings/take-2.mp4") { request in
-      .respond(.text("stored \(request.body.count) bytes", status: 201))
-    }
-    router.on("POST", "/recordings") { request in
-      .respond(.text("stored a form of \(request.body.count) bytes", status: 201))
-    }
-    router.on("GET", "/stream/status") { _ in
-      // 7-byte pieces: lines and JSON cut across chunks.
-      .trickle(
-        ServerResponse(headers: [("Content-Type", "application/x-ndjson")], body: Array(status.utf8)),
-        chunkSize: 7, interval: .milliseconds(1))
-    }
-    router.on("GET", "/stream/events") { _ in
-      .chunked(
-        ServerResponse(headers: [("Content-Type", "text/event-stream")], body: Array(events.utf8)),
-        chunkSize: 5)
-    }
-    // A line every 20 ms for 10 s: the reader stops long before the end.
-    router.on("GET", "/stream/log") { _ in
-      // About 60 s in all: only a cancelled request closes its connection within `eventually`.
-      let lines = (1...3000).map { #"{"frame":\#($0)}"# + "\n" }.joined()
-      return .trickle(ServerResponse(body: Array(lines.utf8)), chunkSize: 12, interval: .milliseconds(20))
-    }
-    let recordings = FileManager.default.temporaryDirectory.appendingPathComponent(
-      "TransfersDoc-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: recordings, withIntermediateDirectories: true)
-    return MediaServer(server: try LoopbackServer(router: router), recordings: recordings)
-  }
-
-  /// What an example binds before its visible lines: the output its `print` writes to (which
-  /// the hidden assertions read), that `print`, a server of its own and a client for it.
-  typealias Example = (
-    output: DocOutput, print: @Sendable (Any) -> Void, server: MediaServer, client: HTTPClient
-  )
-
-  /// Starts a server for one example; the example stops it with `stop()`.
-  static func example() throws -> Example {
-    let output = DocOutput()
-    let server = try start()
-    return (output, output.print, server, HTTPClient(baseURL: server.baseURL))
-  }
-
-  /// The URL of `name` in `recordings`; nothing is written there.
-  func url(_ name: String) -> URL {
-    recordings.appendingPathComponent(name)
-  }
-
-  /// Writes `take` to `name` in `recordings`, as the recorder would have, and returns its URL.
-  func record(_ name: String) throws -> URL {
-    let file = url(name)
-    try Data(Self.take.allBytes).write(to: file)
-    return file
-  }
-
-  /// The names of the files in `recordings`, sorted, hidden ones included.
-  var files: [String] {
-    ((try? FileManager.default.contentsOfDirectory(atPath: recordings.path)) ?? []).sorted()
-  }
-
-  /// Whether the file at `url` holds exactly the bytes of `take`.
-  static func holdsTake(_ url: URL) -> Bool {
-    FileManager.default.contents(atPath: url.path).map { Array($0) == take.allBytes } ?? false
-  }
-
-  /// Stops the server off Swift's cooperative pool and removes `recordings`.
-  func stop() async {
-    await server.stopOffThePool()
-    try? FileManager.default.removeItem(at: recordings)
-  }
-}
 
 @Suite("Docs/Transfers.md", .timeLimit(.minutes(1)))
 struct TransfersExamples {
@@ -211,6 +81,26 @@ struct TransfersExamples {
     // snippet.end
   }
 
+  @Test func progressAsAPercentage() async throws {
+    // snippet.transfers-progress-percent
+    // snippet.hide
+    let (output, print, server, client) = try MediaServer.example()
+    let movie = server.url("take-1.mp4")
+    // snippet.show
+    let progress = TransferProgressHandler { update in
+      // Int64 bytes (a file can be larger than 2 GiB, and offsets are Int64): compute in Int64.
+      guard let expected = update.expectedBytes, expected > 0 else { return }
+      let percent: Int64 = update.completedBytes * 100 / expected
+      if update.isFinal { print("\(percent)%") }  // prints "100%"
+    }
+
+    _ = try await client.download("recordings/take-1.mp4", to: movie, progress: progress).value
+    // snippet.hide
+    #expect(await output.lines(count: 1) == ["100%"])
+    await server.stop()
+    // snippet.end
+  }
+
   @Test func progressAsAStream() async throws {
     // snippet.transfers-progress-stream
     // snippet.hide
@@ -276,6 +166,65 @@ struct TransfersExamples {
     // snippet.end
   }
 
+  @Test func rideOutARestart() async throws {
+    // snippet.transfers-restart
+    // snippet.hide
+    let (output, print, server, _) = try MediaServer.example()
+    let mediaServer = server.baseURL
+    let movie = server.url("take-4.mp4")
+    // snippet.show
+    // Retries 0.5 s, 1.5 s, 3.5 s and 7.5 s after the failure: exact waits, no jitter.
+    let patient = RetryPolicy(
+      maximumAttempts: 5,
+      backoff: .exponential(initial: .milliseconds(500), maximum: .seconds(4), jitter: .none))
+    let client = HTTPClient(baseURL: mediaServer, configuration: .init(retryPolicy: patient))
+
+    // The server restarts after 64 KiB and is down for 2 s.
+    let download = try await client.download("restarting/take-4.mp4", to: movie).value
+    print(download.response.statusCode)  // prints "206": resumed once the server was back
+    // snippet.hide
+    #expect(output.lines == ["206"])
+    #expect(download.byteCount == 131_072 && MediaServer.holdsTake(movie))
+    #expect(server.requests.last?.header("Range") == "bytes=65536-")
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test("RetryPolicy.default gives up on a server that is down for 2 s")
+  func theDefaultPolicyDoesNotRideOutARestart() async throws {
+    // Docs/Transfers.md: its two waits add up to at most 1.5 s.
+    let (_, _, server, client) = try MediaServer.example()
+    let movie = server.url("take-4.mp4")
+    let started = ContinuousClock.now
+    await #expect(throws: HTTPError.self) {
+      _ = try await client.download("restarting/take-4.mp4", to: movie).value
+    }
+    #expect(ContinuousClock.now - started < .seconds(2), "the download failed while the server was down")
+    #expect(server.requests.count == 3)
+    #expect(!FileManager.default.fileExists(atPath: movie.path))
+    await server.stop()
+  }
+
+  @Test("The two transports send different User-Agents, and the one you set over both")
+  func userAgents() async throws {
+    // Docs/HTTP.md and Docs/Transfers.md: FoundationNetworking's for requests through URLSession,
+    // PromiseHTTP for the socket transport; defaultHeaders' for both.
+    let (_, _, server, client) = try MediaServer.example()
+    _ = try await client.get("stream/config", headers: ["Authorization": "Bearer tok-42"]).value
+    _ = try await client.download("recordings/take-1.mp4", to: server.url("take-1.mp4")).value
+    let defaults = server.requests.map { $0.header("User-Agent") ?? "" }
+    #expect(defaults.count == 2)
+    #expect(defaults.first?.contains("(unknown version) curl/") == true, "\(defaults)")
+    #expect(defaults.last == "PromiseHTTP")
+    let named = HTTPClient(
+      baseURL: server.baseURL, configuration: .init(defaultHeaders: ["User-Agent": "Recorder/1.0"]))
+    _ = try await named.get("stream/config", headers: ["Authorization": "Bearer tok-42"]).value
+    _ = try await named.download("recordings/take-1.mp4", to: server.url("take-1b.mp4")).value
+    let set = server.requests.dropFirst(2).map { $0.header("User-Agent") }
+    #expect(set == ["Recorder/1.0", "Recorder/1.0"])
+    await server.stop()
+  }
+
   @Test func resumeLater() async throws {
     // snippet.transfers-resume-later
     // snippet.hide
@@ -337,7 +286,7 @@ struct TransfersExamples {
       #expect(number == EWOULDBLOCK)
       #expect(error.description.contains("another download to the same destination"))
     }
-    #expect(server.requests.allSatisfy { $0.pathWithoutQuery == "/slow/take-1.mp4" })
+    #expect(server.requests.allSatisfy { $0.path == "/slow/take-1.mp4" })
     first.cancel()
     await #expect(throws: CancellationError.self) { try await first.value }
     await server.stop()
@@ -370,16 +319,56 @@ struct TransfersExamples {
     #expect(Set(lines) == ["sent 131072 of 131072 bytes (final)", "stored 131072 bytes"])
     let put = try #require(server.requests.last)
     #expect(put.header("Content-Length") == "131072" && put.header("Content-Type") == "video/mp4")
-    #expect(put.body == MediaServer.take.allBytes)
+    #expect(put.body == MediaServer.takeBytes)
     await server.stop()
     // snippet.end
+  }
+
+  @Test func uploadResponseIsHeldToTheLimit() async throws {
+    // snippet.transfers-upload-too-large
+    // snippet.hide
+    let (output, print, server, _) = try MediaServer.example()
+    let mediaServer = server.baseURL
+    let recording = try server.record("take-1.mp4")
+    // snippet.show
+    let client = HTTPClient(baseURL: mediaServer, configuration: .init(maximumResponseSize: 64 << 10))
+    do {
+      // "echo" answers with the 128 KiB it received.
+      _ = try await client.upload(.file(recording), to: "echo", method: .put).value
+    } catch HTTPError.tooLarge(let limit, _) {
+      print(limit)  // prints "65536": the response, not the upload, is over the limit
+    }
+    // snippet.hide
+    #expect(output.lines == ["65536"])
+    #expect(server.requests.last?.body == MediaServer.takeBytes, "the whole file was sent")
+    await server.stop()
+    // snippet.end
+  }
+
+  @Test("The limit's error names download(_:to:) for an upload's response too")
+  func uploadTooLargeNamesDownload() async throws {
+    let (_, _, server, _) = try MediaServer.example()
+    let client = HTTPClient(baseURL: server.baseURL, configuration: .init(maximumResponseSize: 64 << 10))
+    let recording = try server.record("take-1.mp4")
+    do {
+      _ = try await client.upload(.file(recording), to: "echo", method: .put).value
+      Issue.record("a 128 KiB response was delivered over a 64 KiB limit")
+    } catch let error as HTTPError {
+      guard case .tooLarge = error else {
+        Issue.record("got \(error)")
+        return
+      }
+      #expect(error.description.contains("maximumResponseSize"))
+      #expect(error.description.contains("HTTPClient.download(_:to:)"))
+    }
+    await server.stop()
   }
 
   @Test func uploadChunks() async throws {
     // snippet.transfers-upload-stream
     // snippet.hide
     let (output, print, server, client) = try MediaServer.example()
-    let segmentBytes = MediaServer.take.allBytes
+    let segmentBytes = MediaServer.takeBytes
     let segments = stride(from: 0, to: segmentBytes.count, by: 32 << 10).map {
       Data(segmentBytes[$0..<min($0 + (32 << 10), segmentBytes.count)])
     }
@@ -396,7 +385,7 @@ struct TransfersExamples {
     // snippet.hide
     #expect(output.lines == ["stored 131072 bytes"])
     let put = try #require(server.requests.last)
-    #expect(put.header("Content-Length") == "131072" && put.body == MediaServer.take.allBytes)
+    #expect(put.header("Content-Length") == "131072" && put.body == MediaServer.takeBytes)
     await server.stop()
     // snippet.end
   }
@@ -425,7 +414,7 @@ struct TransfersExamples {
       text.contains(
         "Content-Disposition: form-data; name=\"recording\"; filename=\"take-1.mp4\"\r\nContent-Type: video/mp4\r\n\r\n"
       ))
-    #expect(post.body.count > MediaServer.take.allBytes.count)
+    #expect(post.body.count > MediaServer.takeBytes.count)
     await server.stop()
     // snippet.end
   }
@@ -531,7 +520,7 @@ struct TransfersExamples {
     // three lines printed, then the request is cancelled: the rest of the log is never read
     // snippet.hide
     #expect(output.lines == [#"{"frame":1}"#, #"{"frame":2}"#, #"{"frame":3}"#])
-    #expect(await eventually { server.server.openConnectionCount == 0 })
+    #expect(await eventually { server.openConnectionCount == 0 })
     await server.stop()
     // snippet.end
   }

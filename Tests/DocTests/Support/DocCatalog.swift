@@ -44,6 +44,24 @@ enum DocText {
     return lines.map { $0.isEmpty ? "" : String($0.dropFirst(indent)) }.joined(separator: "\n")
   }
 
+  /// The module an `import` declaration on `line` imports (`Foundation` for
+  /// `@preconcurrency import struct Foundation.URL`), or `nil` when the line is no import.
+  static func importedModule(on line: Substring) -> String? {
+    var words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })[...]
+    while let first = words.first, first.hasPrefix("@") || accessModifiers.contains(String(first)) {
+      words.removeFirst()
+    }
+    guard words.first == "import", words.count >= 2 else { return nil }
+    words.removeFirst()
+    if let kind = words.first, importKinds.contains(String(kind)), words.count >= 2 { words.removeFirst() }
+    return words.first.map { String($0.prefix(while: { $0 != "." })) }
+  }
+
+  static let accessModifiers: Set<String> = ["public", "package", "internal", "fileprivate", "private"]
+  static let importKinds: Set<String> = [
+    "struct", "class", "enum", "protocol", "typealias", "func", "let", "var",
+  ]
+
   /// The quoted strings of the `// prints "…"` comments in `text`, in order.
   static func printedClaims(in text: String) -> [String] {
     var claims: [String] = []
@@ -66,6 +84,9 @@ struct DocCatalog: Sendable {
   var blocks: [MarkdownBlock] = []
   var slices: [SnippetSlice] = []
   var pages: [String] = []
+  /// The Swift files of `Tests/DocTests/Snippets`, relative to the package root, with the
+  /// modules each one imports (in order, without repeats).
+  var snippetImports: [String: [String]] = [:]
   /// Malformed markers, duplicate slice names, missing files: each one fails a test.
   var problems: [String] = []
 
@@ -108,6 +129,11 @@ struct DocCatalog: Sendable {
         continue
       }
       readSlices(of: text, file: path)
+      var modules: [String] = []
+      for line in text.split(separator: "\n") {
+        if let module = DocText.importedModule(on: line), !modules.contains(module) { modules.append(module) }
+      }
+      snippetImports[path] = modules
     }
     var seen: [String: SnippetSlice] = [:]
     for slice in slices {
@@ -116,6 +142,24 @@ struct DocCatalog: Sendable {
       }
       seen[slice.name] = slice
     }
+  }
+
+  /// The snippet file that holds the examples of `page`: `Tests/DocTests/Snippets/<name>.swift`
+  /// for `README.md` and `Docs/<name>.md`.
+  static func snippetFile(for page: String) -> String {
+    let name = page.split(separator: "/").last.map { String($0.dropLast(".md".count)) } ?? page
+    return "Tests/DocTests/Snippets/\(name).swift"
+  }
+
+  /// The modules the swift blocks of `page` import, in order, without repeats.
+  func shownImports(of page: String) -> [String] {
+    var modules: [String] = []
+    for block in blocks where block.page == page {
+      for line in block.text.split(separator: "\n") {
+        if let module = DocText.importedModule(on: line), !modules.contains(module) { modules.append(module) }
+      }
+    }
+    return modules
   }
 
   /// Collects the ```swift fenced blocks of a page; other languages are not checked.

@@ -12,7 +12,7 @@ final class DocServer: Sendable {
   var baseURL: URL { server.baseURL }
 
   /// The requests received so far.
-  var requests: [RecordedRequest] { server.requests }
+  var requests: [ReceivedRequest] { server.requests.map(ReceivedRequest.init) }
 
   private init(server: LoopbackServer) {
     self.server = server
@@ -73,4 +73,15 @@ extension LoopbackServer {
       }
     }
   }
+}
+
+/// A loopback address that refuses every connection, as a server that is down does: the base
+/// URL of the HTTP guide's transport-error example.
+final class RefusingServer: Sendable {
+  private let port: ClosedPort
+
+  init() throws { port = try ClosedPort() }
+
+  /// `http://127.0.0.1:<port>/`.
+  var baseURL: URL { port.baseURL }
 }

@@ -59,3 +59,22 @@ func loadProfile(id: String, completion: @escaping @Sendable (String?, (any Erro
 func loadAvatar(id: String, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
   DispatchQueue.global().async { completion(.success("avatar-\(id).png")) }
 }
+
+/// A thumbnail download that fails for one name.
+func downloadThumbnail(_ name: String) -> Promise<String> {
+  Promise { resolver in
+    DispatchQueue.global().async {
+      if name == "missing" {
+        resolver.reject(ServiceError.notFound)
+      } else {
+        resolver.fulfill("\(name).jpg")
+      }
+    }
+  }
+}
+
+extension StreamRecorder {
+  /// Whether the recorder is recording, read on its queue (for the README's hidden assertion:
+  /// the README does not show `import Dispatch`, whose `sync` this uses).
+  var isRecordingOnItsQueue: Bool { queue.sync { isRecording } }
+}
