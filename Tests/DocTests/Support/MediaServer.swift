@@ -72,6 +72,14 @@ final class MediaServer: Sendable {
     }
     // Answers with the body it received: an upload whose response is as large as what it sent.
     router.on("PUT", "/echo") { request in .respond(ServerResponse(body: request.body)) }
+    // A server that goes down after 64 KiB and stays down: what a policy sees of an outage
+    // longer than its waits, whatever the machine's speed.
+    let gone = RequestCounter()
+    router.on("GET", "/gone/take-4.mp4") { _ in
+      gone.next() == 1
+        ? .stream(StreamedResponse(body: take, etag: "\"take-4\"", faults: [.closeAfter(bytes: 64 << 10)]))
+        : .closeImmediately
+    }
     // A server that restarts: the first answer breaks off after 64 KiB, then every connection is
     // closed at once for 2 s (the server is down), then Range is honoured again.
     let restart = RestartWindow()
@@ -172,5 +180,20 @@ private final class RestartWindow: @unchecked Sendable {
       return .first
     }
     return now < downUntil ? .down : .up
+  }
+}
+
+/// Counts the requests of a route.
+private final class RequestCounter: @unchecked Sendable {
+  // Safety: `count` is only accessed while `lock` is held.
+  private let lock = NSLock()
+  private var count = 0
+
+  /// The number of this request, from 1.
+  func next() -> Int {
+    lock.lock()
+    defer { lock.unlock() }
+    count += 1
+    return count
   }
 }
