@@ -140,3 +140,31 @@ func parseID(_ text: String) throws -> Int {
 }
 
 func save(_ user: User) throws {}
+
+// The Swift baseline of TypeCheck/Baseline (issue 31): the same sources as values of `Optional`,
+// and the library's verbs the standard library lacks, one overload each with the library's
+// closure shape. `then`/`compactMap` are `Optional.flatMap`, `map`/`done` are `Optional.map`.
+func fetchUserNow(_ id: Int) -> User? { User(id: id, name: "User \(id)", email: nil, avatarURL: nil, friendIDs: [id + 1], score: 0.5) }
+func fetchFriendsNow(of user: User) -> [User]? { user.friendIDs.map { User.guest.with(id: $0) } }
+func fetchSettingsNow() -> Settings? { Settings(theme: "dark", volume: 0.8, muted: false) }
+func fetchAvatarNow(_ user: User) -> Avatar? { Avatar(url: user.avatarURL ?? "default.png", bytes: 2_048) }
+func loadConfigNow(from server: String) -> [String: Int]? { server == "primary" ? nil : ["bitrate": 2_500, "fps": 30] }
+
+extension User {
+  func with(id: Int) -> User { User(id: id, name: name, email: email, avatarURL: avatarURL, friendIDs: friendIDs, score: score) }
+}
+
+extension Optional {
+  func validate(_ predicate: (Wrapped) throws -> Bool) rethrows -> Wrapped? {
+    try flatMap { try predicate($0) ? $0 : nil }
+  }
+  func get(_ body: (Wrapped) throws -> Void) rethrows -> Wrapped? {
+    try map { try body($0); return $0 }
+  }
+  func recover(_ body: (any Error) throws -> Wrapped) rethrows -> Wrapped? {
+    try self ?? body(AppError.notFound)
+  }
+  func recoverWith(_ body: (any Error) throws -> Wrapped?) rethrows -> Wrapped? {
+    try self ?? body(AppError.notFound)
+  }
+}

@@ -37,11 +37,16 @@ extension Promise {
   /// Unavailable: it exists so that the compiler names the verb to use. Swift skips an
   /// unavailable overload while it looks for a solution, so this one costs nothing in code that
   /// compiles.
+  ///
+  /// Disfavoured like `map`'s stub: when a chain fails, Swift solves it again with unavailable
+  /// overloads in play to find a diagnosis, and a disfavoured one is tried last (issue 31,
+  /// TypeCheck/RESULTS.md).
   @available(
     *, unavailable,
     message:
       "'then' takes a closure that returns a promise; use 'map' for a closure that returns a value, 'done' for one that returns nothing"
   )
+  @_disfavoredOverload
   public func then<NewValue>(
     on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
     _ body: @escaping @Sendable (Value) throws -> NewValue

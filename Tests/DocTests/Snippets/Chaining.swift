@@ -25,6 +25,17 @@ struct ChainingExamples {
     // snippet.end
   }
 
+  @Test func oneAnnotationFixesASlowStep() async throws {
+    // snippet.chaining-annotation
+    let budget = loadConfig(from: "backup")
+      .map { config in Double(config["fps"] ?? 30) }
+      .map { fps in 1_000 / fps }
+      .map { (frameMs: Double) in Int(frameMs / 16.7 * 100) }
+    // snippet.hide
+    #expect(try await budget.value == 199)
+    // snippet.end
+  }
+
   @Test func doneUsesTheValueAndTheChainGoesOn() async throws {
     // snippet.chaining-done
     // snippet.hide
