@@ -194,6 +194,21 @@ struct Connection: Sendable {
       _ = Socket.send(fd, bytes)
       return .close
 
+    case .repeated(let head, let unit, let count, let interval):
+      guard Socket.send(fd, head), !unit.isEmpty else { return .close }
+      // Without pauses, writes of many units, so that the client gets them as fast as it reads.
+      let perWrite = interval == .zero ? max(1, (64 << 10) / unit.count) : 1
+      let batch = Array(Array(repeating: unit, count: perWrite).joined())
+      var left = count ?? .max
+      while left > 0, interval == .zero ? !state.isStopped : state.sleep(for: interval) {
+        let units = min(left, perWrite)
+        guard Socket.send(fd, units == perWrite ? batch[...] : batch.prefix(units * unit.count)) else {
+          break
+        }
+        left -= units
+      }
+      return .close
+
     case .resetMidHeaders:
       let head = Self.head(.text("this response is cut short"), closing: false)
       _ = Socket.send(fd, head.prefix(min(head.count - 1, 28)))

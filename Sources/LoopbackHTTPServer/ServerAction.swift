@@ -1,7 +1,8 @@
 /// What the server does with one request: a normal response or a deliberate fault.
 ///
 /// Every fault except ``respond(_:)``, ``slowHeaders(_:delay:)``, ``trickle(_:chunkSize:interval:)``,
-/// ``gzipBomb(decompressedSize:)``, ``chunked(_:chunkSize:)`` and ``stream(_:)`` ends the connection.
+/// ``gzipBomb(decompressedSize:)``, ``chunked(_:chunkSize:)`` and ``stream(_:)`` ends the connection
+/// (``repeated(head:unit:count:interval:)`` when its units are sent).
 public enum ServerAction: Sendable {
   /// Sends the response; the connection stays open unless either side asked for `Connection: close`.
   case respond(ServerResponse)
@@ -34,4 +35,12 @@ public enum ServerAction: Sendable {
   /// Writes `bytes` as they are — status line, header fields and body, well-formed or not (for
   /// example a field value in ISO-8859-1) — then closes the connection.
   case raw([UInt8])
+  /// Writes `head` as it is, then `unit` `count` times (without end if `nil`), then closes the
+  /// connection; stops early when the client closes it or the server stops. A response that
+  /// keeps the client busy: 100,000 header lines, a body of 1-byte chunks, an endless trailer
+  /// section.
+  ///
+  /// With an `interval` of zero the units go out as fast as the client takes them (in writes of
+  /// about 64 KiB); otherwise one unit after each pause of `interval`.
+  case repeated(head: [UInt8], unit: [UInt8], count: Int?, interval: Duration)
 }

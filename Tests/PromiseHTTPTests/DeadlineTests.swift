@@ -145,6 +145,174 @@ struct DeadlineTests {
     }
   }
 
+  // MARK: Against a response that keeps the client busy, on the default clock
+  //
+  // The server sends as fast as the client reads, so FoundationNetworking's work queue (one for
+  // every session of the process) is busy digesting the response when the deadline passes.
+
+  /// A response that keeps the client busy, as many units as asked for.
+  enum BusyResponse: String, Sendable {
+    /// A head that does not end: header lines without the blank line.
+    case headerLines
+    /// A chunked body of 1-byte chunks without the last chunk.
+    case oneByteChunks
+    /// A chunked body whose trailer section does not end.
+    case trailerLines
+
+    /// The server's action: `count` units (`nil`: without end) as fast as the client takes
+    /// them, or one after each pause of `interval`; then it closes the connection.
+    ///
+    /// Over the socket transport, a flood of header or trailer lines fails at once, past the
+    /// 64 KiB cap on a head: those cases are paced there.
+    func action(count: Int?, interval: Duration = .zero) -> ServerAction {
+      let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+      let (head, unit) =
+        switch self {
+        case .headerLines: ("HTTP/1.1 200 OK\r\n", "X-Filler: 0123456789\r\n")
+        case .oneByteChunks: (chunked, "1\r\nx\r\n")
+        case .trailerLines: (chunked + "5\r\nhello\r\n0\r\n", "X-Trailer: 0123456789\r\n")
+        }
+      return .repeated(head: Array(head.utf8), unit: Array(unit.utf8), count: count, interval: interval)
+    }
+  }
+
+  /// The time a request is given against a busy response.
+  static let busyDeadline: Duration = .seconds(2)
+  /// How much later than its deadline a request may be rejected, and how long a healthy request
+  /// may take: generous, so that a loaded machine does not fail the test (the figures printed,
+  /// `FAULT |` lines, show how close they are), but below what the client took before it settled
+  /// without waiting for FoundationNetworking (see the tests).
+  static let busyMargin: Duration = .seconds(2)
+
+  /// What a request against a busy response shows, in lines for the report.
+  struct BusyOutcome {
+    var problems: [String] = []
+    var lines: [String] = []
+
+    mutating func check(_ condition: Bool, _ problem: @autoclosure () -> String) {
+      if !condition { problems.append(problem()) }
+    }
+
+    mutating func report(_ scenario: String, _ result: Result<some Any, any Error>, _ elapsed: Duration) {
+      let what =
+        switch result {
+        case .success: "fulfilled"
+        case .failure(let error as HTTPError): error.caseName
+        case .failure(let error): "\(type(of: error))"
+        }
+      lines.append("FAULT | \(scenario) | \(what) | \(elapsed.wholeMilliseconds) ms")
+    }
+  }
+
+  /// Sends a request with a 2 s deadline to a server that answers `busy` and, through the same
+  /// client, a download over the socket transport that the server answers after 2.5 s, then a
+  /// healthy `get` (over `URLSession`, with the client's timeout).
+  ///
+  /// The first must time out within `margin` of its deadline, and the download succeed within
+  /// `margin` of its answer: the client's queue, where both settle, is not held by the first
+  /// request's cancellation. The `get` must succeed, within `margin` unless the busy request went
+  /// over `URLSession`: FoundationNetworking serves it only once it has digested what it read.
+  ///
+  /// `transport`: what serves the busy request, `.urlSession` (a `get`) or `.automatic` (a
+  /// download over the socket transport).
+  static func busyResponseTimesOut(
+    _ busy: BusyResponse, count: Int?, interval: Duration = .zero,
+    over transport: HTTPClient.TransferTransport,
+    margin: Duration = busyMargin
+  ) async throws -> BusyOutcome {
+    let answerDelay = busyDeadline + .milliseconds(500)
+    return try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/busy") { _ in busy.action(count: count, interval: interval) }
+        router.on("GET", "/later") { _ in .slowHeaders(.text("later"), delay: answerDelay) }
+        router.on("GET", "/ok") { _ in .respond(.text("ok")) }
+      }) { server in
+        var outcome = BusyOutcome()
+        let name =
+          "\(count.map { "\($0) " } ?? "endless ")\(busy.rawValue)"
+          + "\(interval == .zero ? "" : " every \(interval)") over \(transport)"
+        // After a busy response over `URLSession`, the `get` waits for FoundationNetworking to
+        // digest it: 26.5 s for the 1-byte chunks under ThreadSanitizer. The test's time limit
+        // (1 minute) still bounds the whole.
+        let client = server.client(timeout: .seconds(transport == .urlSession ? 45 : 30))
+        let deadline = Deadline.after(busyDeadline)
+        let start = ContinuousClock.now
+        let request: Promise<Void> =
+          transport == .urlSession
+          ? client.get("busy", deadline: deadline).map { _ in () }
+          : client.download(
+            HTTPRequest(method: .get, path: "busy", deadline: deadline), to: directory.file("busy")
+          )
+          .map { _ in () }
+        let later =
+          socketTransportServesLoopback ? client.download("later", to: directory.file("later")) : nil
+
+        let (result, elapsed) = await PromiseHTTPTests.outcome(of: request, since: start)
+        outcome.report("\(name) (deadline 2 s)", result, elapsed)
+        let timedOut = if case .failure(HTTPError.timedOut) = result { true } else { false }
+        outcome.check(timedOut, "\(name): \(result)")
+        outcome.check(elapsed < busyDeadline + margin, "\(name): rejected after \(elapsed)")
+        if let later {
+          let (laterResult, laterElapsed) = await PromiseHTTPTests.outcome(of: later, since: start)
+          outcome.report(
+            "meanwhile a download over the socket transport answered at 2.5 s", laterResult, laterElapsed)
+          outcome.check((try? laterResult.get()) != nil, "\(name): the download failed: \(laterResult)")
+          outcome.check(laterElapsed < answerDelay + margin, "\(name): the download took \(laterElapsed)")
+        }
+
+        let healthyStart = ContinuousClock.now
+        let (healthy, healthyElapsed) = await PromiseHTTPTests.outcome(
+          of: client.get("ok"), since: healthyStart)
+        outcome.report("then a get over URLSession", healthy, healthyElapsed)
+        outcome.check((try? healthy.get()) != nil, "\(name): the next get failed: \(healthy)")
+        if transport != .urlSession {
+          outcome.check(healthyElapsed < margin, "\(name): the next get took \(healthyElapsed)")
+        }
+        return outcome
+      }
+    }
+  }
+
+  /// Runs in a child process, for a test over `URLSession`: prints the lines of
+  /// `busyResponseTimesOut`, its problems marked `PROBLEM |`.
+  ///
+  /// A child process, because FoundationNetworking's work queue serves every session of the
+  /// process: the response would hold the URLSession requests of every test running meanwhile,
+  /// and an endless trailer section holds them for minutes.
+  static func busyResponseOverURLSessionTimesOut(
+    _ busy: BusyResponse, count: Int, margin: Duration = busyMargin
+  ) async throws {
+    let outcome = try await busyResponseTimesOut(busy, count: count, over: .urlSession, margin: margin)
+    for line in outcome.lines + outcome.problems.map({ "PROBLEM | \($0)" }) { print(line) }
+  }
+
+  /// Prints what a child process of `busyResponseOverURLSessionTimesOut` printed, and records
+  /// its problems.
+  static func recordProblems(of result: ExitTest.Result?, sourceLocation: SourceLocation = #_sourceLocation) {
+    let output = String(decoding: result?.standardOutputContent ?? [], as: UTF8.self)
+    print(output, terminator: "")
+    for line in output.split(separator: "\n") where line.hasPrefix("PROBLEM | ") {
+      Issue.record("\(line.dropFirst(10))", sourceLocation: sourceLocation)
+    }
+  }
+
+  @Test(
+    .enabled(if: socketTransportServesLoopback),
+    arguments: [BusyResponse.headerLines, .oneByteChunks, .trailerLines])
+  func aTrickleOverTheSocketTransportTimesOutAtTheDeadline(_ busy: BusyResponse) async throws {
+    let outcome = try await Self.busyResponseTimesOut(
+      busy, count: nil, interval: .milliseconds(5), over: .automatic)
+    for line in outcome.lines { print(line) }
+    for problem in outcome.problems { Issue.record("\(problem)") }
+  }
+
+  @Test(.enabled(if: socketTransportServesLoopback))
+  func aFloodOfOneByteChunksOverTheSocketTransportTimesOutAtTheDeadline() async throws {
+    let outcome = try await Self.busyResponseTimesOut(.oneByteChunks, count: nil, over: .automatic)
+    for line in outcome.lines { print(line) }
+    for problem in outcome.problems { Issue.record("\(problem)") }
+  }
+
   // MARK: Durations too long for the clock: never, not now
 
   @Test func aHugeClientTimeoutLetsASlowRequestSucceed() async throws {
@@ -224,5 +392,49 @@ extension Promise {
     clock.advance(by: delay)
     #expect(!isPending, "not settled when the virtual clock passed \(delay)")
     return self
+  }
+}
+
+extension DeadlineTests {
+  /// Requests over `URLSession` against a busy response, each in a child process, one at a time:
+  /// each keeps a core busy for seconds after its deadline, while FoundationNetworking digests
+  /// what it has read.
+  @Suite(.serialized) struct OverURLSession {
+    /// Before the client settled without waiting for FoundationNetworking, the rejection came
+    /// only once FoundationNetworking let go of the response, after libcurl's own timeout 1 s
+    /// past the deadline (3.1-4.8 s here); hence a margin of 1 s, not 2.
+    @Test(.tags(.childProcess)) func threeHundredThousandHeaderLinesOverURLSessionTimeOutAtTheDeadline() async
+    {
+      let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+        try await DeadlineTests.busyResponseOverURLSessionTimesOut(
+          .headerLines, count: 300_000, margin: .seconds(1))
+      }
+      DeadlineTests.recordProblems(of: result)
+    }
+
+    @Test(.tags(.childProcess)) func halfAMebibyteInOneByteChunksOverURLSessionTimesOutAtTheDeadline() async {
+      let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+        try await DeadlineTests.busyResponseOverURLSessionTimesOut(.oneByteChunks, count: 1 << 19)
+      }
+      DeadlineTests.recordProblems(of: result)
+    }
+
+    /// FoundationNetworking takes time quadratic in the number of trailer lines (here 10,000:
+    /// 3.9 s, 20,000: 7-9 s, 100,000: more than 200 s). The server closes the connection without
+    /// ending the section, so FoundationNetworking never gets to the end of a chunked response
+    /// with trailers, where it is known to trap.
+    @Test(.tags(.childProcess)) func twentyThousandTrailerLinesOverURLSessionTimeOutAtTheDeadline() async {
+      let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+        try await DeadlineTests.busyResponseOverURLSessionTimesOut(.trailerLines, count: 20_000)
+      }
+      DeadlineTests.recordProblems(of: result)
+    }
+  }
+}
+
+extension Duration {
+  /// This duration in whole milliseconds, for reports.
+  var wholeMilliseconds: Int64 {
+    components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
   }
 }

@@ -132,6 +132,8 @@ final class RequestOperation: Sendable {
       timer?.cancel()
       if let ownDeadline { arm(.ownDeadline, after: ownDeadline) }
     case .finish(let finish):
+      // Stops the exchange's deliveries at once; the `URLSession` task's own `cancel()` is only
+      // queued (`SessionTask`), so the promise settles without waiting for FoundationNetworking.
       finish.exchange?.cancel()
       for timer in finish.timers { timer.cancel() }
       // If the queue started the request meanwhile, `slotGranted` gives the slot back.
