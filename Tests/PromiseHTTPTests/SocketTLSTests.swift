@@ -180,6 +180,67 @@ struct SocketTLSTests {
   }
 }
 
+/// Measures, without asserting, a 256 MiB HTTPS download through the socket transport against
+/// `curl -o` from the same server: `PROMISEHTTP_MEASURE_TLS=1 swift test --filter measure`.
+@Suite(
+  "Socket TLS measurement",
+  .enabled(
+    if: ProcessInfo.processInfo.environment["PROMISEHTTP_MEASURE_TLS"] != nil && TLSTools.available,
+    "set PROMISEHTTP_MEASURE_TLS=1 to measure"))
+struct SocketTLSMeasurement {
+  @Test func measureA256MiBDownloadAgainstCurl() async throws {
+    try await withFileServer { server, certificate in
+      try await withDirectory { directory in
+        let size = 256 << 20
+        let caFile = directory.appendingPathComponent("ca.pem")
+        try certificate.write(to: caFile)
+        let curlStart = ContinuousClock.now
+        let curl = try await offThePool {
+          Result {
+            try ChildProcess.run(
+              "/usr/bin/curl",
+              [
+                "-sS", "--cacert", caFile.path, "-o", directory.appendingPathComponent("curl.bin").path,
+                server.baseURL().appendingPathComponent("bytes/\(size)").absoluteString,
+              ], mergingStandardError: true, timeout: .seconds(120))
+          }
+        }.get()
+        let curlTime = ContinuousClock.now - curlStart
+        #expect(curl.isSuccess, "\(curl.standardOutputText)")
+        let client = HTTPClient(
+          baseURL: server.baseURL(),
+          configuration: .init(timeout: .seconds(120)).with(trusting: certificate))
+        try? Data("5".utf8).write(to: URL(fileURLWithPath: "/proc/self/clear_refs"))
+        let before = residentKiB("VmRSS")
+        let start = ContinuousClock.now
+        let download = try await client.download("bytes/\(size)", to: directory.appendingPathComponent("f"))
+          .value
+        let elapsed = ContinuousClock.now - start
+        let peak = residentKiB("VmHWM")
+        #expect(download.byteCount == Int64(size))
+        let ratio = curlTime / elapsed
+        print(
+          "MEASURE | 256 MiB HTTPS | socket transport \(elapsed), curl \(curlTime), throughput ratio \(ratio)x curl"
+            + " | peak RSS growth \((peak - before) / 1024) MiB")
+      }
+    }
+  }
+
+  private func residentKiB(_ field: String) -> Int {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix(field + ":") } ?? ""
+    return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+  }
+}
+
+extension HTTPClient.Configuration {
+  fileprivate func with(trusting certificate: Data) -> HTTPClient.Configuration {
+    var configuration = self
+    configuration.serverTrust = .init(additionalCertificates: [certificate])
+    return configuration
+  }
+}
+
 // MARK: Fixtures
 
 /// A client configuration that trusts `certificate` (PEM) beside the system's store, with
