@@ -76,8 +76,27 @@ struct SocketTransportSettingsTests {
     #expect(settings.serves(makeRequest("http://127.0.0.1/file", method: "POST")))
   }
 
+  @Test func httpsIsServedWhereOpenSSLLoadsAndNoHTTPSProxyIsNamed() {
+    func make(_ environment: [String: String]) -> SocketTransportSettings {
+      SocketTransportSettings(
+        configuration: HTTPClient.makeDefaultConfiguration(), enabled: true, environment: environment)
+    }
+    var settings = make([:])
+    settings.isAvailable = true
+    settings.supportsTLS = true
+    #expect(settings.serves(makeRequest("https://127.0.0.1:8443/file")))
+    #expect(settings.serves(makeRequest("HTTPS://example.com/file")))
+    var https = make(["https_proxy": "http://proxy.example", "no_proxy": "exempt.example"])
+    https.isAvailable = true
+    https.supportsTLS = true
+    #expect(!https.serves(makeRequest("https://a.example/file")), "libcurl would use the HTTPS proxy")
+    #expect(https.serves(makeRequest("https://exempt.example/file")))
+    #expect(https.serves(makeRequest("http://a.example/file")), "https_proxy is for HTTPS only")
+    settings.supportsTLS = false
+    #expect(!settings.serves(makeRequest("https://127.0.0.1:8443/file")), "no OpenSSL 3: URLSession")
+  }
+
   @Test(arguments: [
-    ("https", makeRequest("https://127.0.0.1:8443/file")),
     ("ftp", makeRequest("ftp://127.0.0.1/file")),
     ("no host", makeRequest("http:///file")),
     ("user and password", makeRequest("http://user:secret@127.0.0.1:8080/file")),

@@ -134,8 +134,8 @@ struct TLSTests {
 
   @Test func transfersOverHTTPSCheckTheCertificateAsRequestsDo() async throws {
     // Docs/Transfers.md, "HTTPS and certificates": a download, an upload and a stream over HTTPS
-    // go through URLSession and its trust store, and fail on a self-signed certificate as `get`
-    // does, the download leaving no file.
+    // (the socket transport, or URLSession where OpenSSL 3 cannot be loaded) check the system's
+    // trust store, and fail on a self-signed certificate as `get` does, the download leaving no file.
     try await withTLSServer { server in
       let client = HTTPClient(baseURL: server.baseURL(), configuration: .init(retryPolicy: quickRetries(3)))
       let directory = FileManager.default.temporaryDirectory.appendingPathComponent(

@@ -102,10 +102,16 @@ extension HTTPClient {
     /// How transfers — `HTTPClient.download`, `upload` and `stream` — reach the server;
     /// `.automatic`.
     ///
-    /// `.automatic` sends them over plain HTTP on a socket of their own, at the pace of the
+    /// `.automatic` sends them over plain HTTP or HTTPS on a socket of their own, at the pace of the
     /// file, the sequence or the reader, and leaves everything else to `URLSession` (see
     /// `HTTPClient.TransferTransport`). `.urlSession` sends them through the session.
     public var transferTransport: TransferTransport = .automatic
+    /// What HTTPS certificates are trusted beyond the system's trust store: authorities of your
+    /// own and per-host key pins; `.system` (none).
+    ///
+    /// The socket transport honours it; `URLSession` cannot, so a request to a pinned host that
+    /// would go through it fails instead of going unpinned (see `HTTPClient.ServerTrust`).
+    public var serverTrust: ServerTrust = .system
 
     /// `HTTPClient.defaultTimeout`, where its rationale is.
     @usableFromInline static let defaultTimeout: Duration = .seconds(30)

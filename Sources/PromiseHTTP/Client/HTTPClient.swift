@@ -176,7 +176,7 @@ public final class HTTPClient: Sendable {
       sensitiveParameters: sensitiveParameters)
     self.transport = Transport(
       configuration: session, callbackQueue: queue,
-      socketTransfers: configuration.transferTransport == .automatic)
+      socketTransfers: configuration.transferTransport == .automatic, trust: configuration.serverTrust)
   }
 
   /// Creates a client that uses the configuration of `session`: its cookie storage, cache,

@@ -33,6 +33,11 @@ import Promises
       var stopped = false
     }
     private let state = LockedBox(State())
+    /// The TLS connection over the socket once `startTLS` has begun it; `nil` for plain HTTP.
+    ///
+    /// Only the thread that connects, sends and receives uses it (`TLSStream`); the box makes
+    /// handing it over safe, and `close()` lets it go.
+    private let tls = LockedBox<TLSStream?>(nil)
     /// How long a read, a write or the connection set-up may wait without progress.
     let idleTimeout: TimeInterval
 
@@ -163,6 +168,53 @@ import Promises
       throw last
     }
 
+    /// Starts TLS over the connected socket and completes the handshake with `host`.
+    ///
+    /// See `TLSStream`. The certificate chain verified against `context`'s trust, the name or
+    /// address `host` checked, and `host`'s pins if it has any. Sends and receives go through
+    /// TLS afterwards.
+    ///
+    /// The handshake waits at most `idleTimeout` for each step, and `stop()` ends it at once.
+    ///
+    /// - Throws: `URLError` `.serverCertificateUntrusted`, `.serverCertificateHasBadDate`,
+    ///   `.serverCertificateNotYetValid` or `.serverCertificateHasUnknownRoot` for a certificate
+    ///   that fails verification (naming `host` and the reason), `.secureConnectionFailed` for
+    ///   any other handshake failure, `.timedOut`, `.cancelled` once stopped.
+    func startTLS(host: String, context: TLSContext) throws(URLError) {
+      let (fd, wake) = try descriptors()
+      let stream = try TLSStream(context: context, socket: fd, host: host)
+      tls.withLock { $0 = stream }
+      while true {
+        switch stream.handshake() {
+        case .done:
+          if let code = stream.verificationError { throw stream.certificateError(code) }
+          try stream.checkPins()
+          return
+        case .wants(let want):
+          try waitForTLS(want, fd: fd, wake: wake)
+        case .failed(let code, let reason):
+          if isStopped { throw URLError(.cancelled) }
+          if let verification = stream.verificationError { throw stream.certificateError(verification) }
+          let cause =
+            reason ?? (code != 0 ? String(cString: strerror(code)) : "the server closed the connection")
+          let name = host.contains(":") ? "[\(host)]" : host
+          throw URLError(
+            .secureConnectionFailed,
+            userInfo: [NSLocalizedDescriptionKey: "TLS connect error with \(name): \(cause)"])
+        }
+      }
+    }
+
+    /// Waits until the socket is ready for what TLS wants, at most `idleTimeout`.
+    private func waitForTLS(_ want: TLSStream.Want, fd: Int32, wake: Int32) throws(URLError) {
+      let events = want == .read ? Int16(POLLIN) : Int16(POLLOUT)
+      switch Self.wait(fd, wake: wake, for: events, timeout: idleTimeout) {
+      case .ready: return
+      case .stopped: throw URLError(.cancelled)
+      case .timedOut: throw try timedOut()
+      }
+    }
+
     /// Makes the wake-up pair `stop()` signals, unless stopped already.
     private func makeWakePair() throws(URLError) {
       var pair: [Int32] = [-1, -1]
@@ -248,6 +300,7 @@ import Promises
     /// - Throws: `URLError` `.networkConnectionLost` when the peer has gone, `.timedOut` when it
     ///   takes nothing for `idleTimeout`, `.cancelled` once stopped.
     func send(_ bytes: UnsafeRawBufferPointer, flowing: () -> Void = {}) throws(URLError) {
+      if let stream = tls.load() { return try send(bytes, over: stream, flowing: flowing) }
       var offset = 0
       while offset < bytes.count {
         let (fd, wake) = try descriptors()
@@ -259,7 +312,9 @@ import Promises
         let code = errno
         if sent < 0, code == EINTR { continue }
         if sent < 0, code == EAGAIN || code == EWOULDBLOCK {
-          switch Self.waitToSend(fd, wake: wake, timeout: idleTimeout, flowing: flowing) {
+          switch Self.waitToSend(
+            fd, wake: wake, timeout: idleTimeout, watchingAnswers: true, flowing: flowing)
+          {
           case .writable:
             continue
           case .stopped:
@@ -295,6 +350,43 @@ import Promises
       }
     }
 
+    /// Sends all of `bytes` through TLS.
+    ///
+    /// As over plain TCP, but a response that arrives while the body is being sent is not
+    /// looked for: its bytes are TLS records, not a head to peek at, and a server's session
+    /// tickets arrive the same way. A server that stops reading fails the send after
+    /// `idleTimeout` without progress, or when it closes.
+    private func send(
+      _ bytes: UnsafeRawBufferPointer, over stream: TLSStream, flowing: () -> Void
+    ) throws(URLError) {
+      var offset = 0
+      while offset < bytes.count {
+        let (fd, wake) = try descriptors()
+        switch stream.write(UnsafeRawBufferPointer(rebasing: bytes[offset...])) {
+        case .done(let count):
+          offset += count
+        case .wants(.write):
+          switch Self.waitToSend(
+            fd, wake: wake, timeout: idleTimeout, watchingAnswers: false, flowing: flowing)
+          {
+          case .writable, .answered: continue
+          case .stopped: throw URLError(.cancelled)
+          case .idle: throw try timedOut()
+          }
+        case .wants(.read):
+          try waitForTLS(.read, fd: fd, wake: wake)
+        case .failed(let code, let reason):
+          if isStopped { throw URLError(.cancelled) }
+          throw URLError(
+            .networkConnectionLost,
+            userInfo: [
+              NSLocalizedDescriptionKey:
+                "Send failure: \(reason ?? (code != 0 ? String(cString: strerror(code)) : "connection closed"))"
+            ])
+        }
+      }
+    }
+
     /// Sends all of `bytes` (see `send(_:)` for the errors).
     func send(contentsOf bytes: some ContiguousBytes, flowing: () -> Void = {}) throws(URLError) {
       try bytes.withUnsafeBytes { buffer in
@@ -308,6 +400,7 @@ import Promises
     /// - Throws: `URLError` `.networkConnectionLost` when the connection is reset, `.timedOut`
     ///   when nothing arrives for `idleTimeout`, `.cancelled` once stopped.
     func receive(into buffer: UnsafeMutableRawBufferPointer) throws(URLError) -> Int {
+      if let stream = tls.load() { return try receive(into: buffer, over: stream) }
       while true {
         let (fd, wake) = try descriptors()
         let count = Glibc.recv(fd, buffer.baseAddress!, buffer.count, 0)
@@ -330,6 +423,31 @@ import Promises
       }
     }
 
+    /// Reads through TLS (see `receive(into:)`); a stream that ends without TLS's close_notify
+    /// ends as a closed socket does.
+    private func receive(into buffer: UnsafeMutableRawBufferPointer, over stream: TLSStream) throws(URLError)
+      -> Int
+    {
+      while true {
+        let (fd, wake) = try descriptors()
+        switch stream.read(into: buffer) {
+        case .done(let count):
+          if count == 0, isStopped { throw URLError(.cancelled) }
+          return count
+        case .wants(let want):
+          try waitForTLS(want, fd: fd, wake: wake)
+        case .failed(let code, let reason):
+          if isStopped { throw URLError(.cancelled) }
+          throw URLError(
+            .networkConnectionLost,
+            userInfo: [
+              NSLocalizedDescriptionKey:
+                "Recv failure: \(reason ?? (code != 0 ? String(cString: strerror(code)) : "connection closed"))"
+            ])
+        }
+      }
+    }
+
     /// Stops the connection from any thread: the set-up, a read or write in progress, and every
     /// later one, fail with `URLError(.cancelled)`.
     ///
@@ -345,6 +463,9 @@ import Promises
 
     /// Closes the descriptors; later calls do nothing.
     func close() {
+      // Released after the lock: freeing the `SSL` does not touch the socket.
+      let stream = tls.exchange(nil)
+      _ = stream
       let (fd, wake) = state.withLock { state in
         defer {
           state.descriptor = nil
@@ -390,16 +511,18 @@ import Promises
     /// Waits until `fd` can take more bytes or has something to read, or until the peer took
     /// nothing for `timeout` seconds.
     ///
-    /// Checks the bytes not yet acknowledged (`TIOCOUTQ`) every 100 ms and calls
+    /// With `watchingAnswers` false, only the first. Checks the bytes not yet acknowledged
+    /// (`TIOCOUTQ`) every 100 ms and calls
     /// `flowing` when they went down.
     private static func waitToSend(
-      _ fd: Int32, wake: Int32, timeout: TimeInterval, flowing: () -> Void
+      _ fd: Int32, wake: Int32, timeout: TimeInterval, watchingAnswers: Bool, flowing: () -> Void
     ) -> SendWait {
+      let events = watchingAnswers ? Int16(POLLOUT) | Int16(POLLIN) : Int16(POLLOUT)
       let limit = UInt64(max(0, min(timeout, 1e9)) * 1e9)
       var lastLife = DispatchTime.now().uptimeNanoseconds
       var queued = unacknowledged(fd)
       while true {
-        switch wait(fd, wake: wake, for: Int16(POLLOUT) | Int16(POLLIN), timeout: min(timeout, 0.1)) {
+        switch wait(fd, wake: wake, for: events, timeout: min(timeout, 0.1)) {
         case .ready(let events): return events & Int16(POLLIN) != 0 ? .answered : .writable
         case .stopped: return .stopped
         case .timedOut: break
@@ -530,6 +653,9 @@ import Promises
       throw URLError(.unsupportedURL)
     }
     func receive(into buffer: UnsafeMutableRawBufferPointer) throws(URLError) -> Int {
+      throw URLError(.unsupportedURL)
+    }
+    func startTLS(host: String, context: TLSContext) throws(URLError) {
       throw URLError(.unsupportedURL)
     }
     func stop() {}

@@ -32,16 +32,23 @@ final class SocketTask: ExchangeTask {
   /// The body the task sends, when it is not the request's `httpBody`.
   private let body: UploadTaskBody?
   private let settings: SocketTransportSettings
+  /// Why the task fails before it connects (a pinned host `URLSession` would reach unpinned),
+  /// or `nil`.
+  private let refusal: URLError?
   private let phase = LockedBox(Phase.idle)
   private let exchange = LockedBox<Exchange?>(nil)
   /// The size of the buffer a read fills: bigger than the socket's default receive buffer, so
   /// that a read takes whatever has arrived.
   static let bufferSize = 256 * 1024
 
-  init(_ request: URLRequest, body: UploadTaskBody? = nil, settings: SocketTransportSettings) {
+  init(
+    _ request: URLRequest, body: UploadTaskBody? = nil, settings: SocketTransportSettings,
+    refusal: URLError? = nil
+  ) {
     self.request = request
     self.body = body
     self.settings = settings
+    self.refusal = refusal
   }
 
   var followsRedirects: Bool { false }
@@ -94,10 +101,15 @@ final class SocketTask: ExchangeTask {
   }
 
   private func transfer(_ exchange: Exchange, response: inout HTTPURLResponse?) throws(URLError) {
+    if let refusal { throw refusal }
     guard let url = request.url, var host = url.host else { throw URLError(.badURL) }
     // An IPv6 literal, with or without its brackets depending on the platform's `URL`.
     if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-    let port = url.port ?? 80
+    let secure = url.scheme?.lowercased() == "https"
+    let defaultPort = secure ? 443 : 80
+    let port = url.port ?? defaultPort
+    // The TLS set-up (OpenSSL loaded, the client's certificates read) fails before connecting.
+    let tlsContext = secure ? try settings.tls.context() : nil
     let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : 60
     // A body that cannot be sent (a stream of chunks read already) fails before connecting.
     let outgoing = try SocketOutgoingBody(body, request: request)
@@ -113,9 +125,10 @@ final class SocketTask: ExchangeTask {
     }
     guard started else { throw URLError(.cancelled) }
     try connection.connect(host: host, port: port)
+    if let tlsContext { try connection.startTLS(host: host, context: tlsContext) }
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 1)
     defer { buffer.deallocate() }
-    let head = requestHead(url: url, host: host, port: port, body: outgoing)
+    let head = requestHead(url: url, host: host, port: port, defaultPort: defaultPort, body: outgoing)
     try connection.send(contentsOf: head)
     // A server may answer before it has read the whole body (a 413, say) and close: the answer
     // is then what the task delivers, not the failed send. One that closes without answering
@@ -161,13 +174,15 @@ final class SocketTask: ExchangeTask {
   }
 
   /// The request line and header fields, as bytes.
-  private func requestHead(url: URL, host: String, port: Int, body: SocketOutgoingBody) -> [UInt8] {
+  private func requestHead(
+    url: URL, host: String, port: Int, defaultPort: Int, body: SocketOutgoingBody
+  ) -> [UInt8] {
     let method = request.httpMethod ?? "GET"
     var target = url.path(percentEncoded: true)
     if target.isEmpty { target = "/" }
     if let query = url.query(percentEncoded: true) { target += "?" + query }
     let hostField = host.contains(":") ? "[\(host)]" : host
-    var fields: [(String, String)] = [("Host", port == 80 ? hostField : "\(hostField):\(port)")]
+    var fields: [(String, String)] = [("Host", port == defaultPort ? hostField : "\(hostField):\(port)")]
     // The framing fields are the transport's, from the body it sends: a caller's own could
     // contradict it (both a length and chunked coding) and make the server misread the request.
     var names: Set<String> = ["host", "content-length", "transfer-encoding"]

@@ -18,11 +18,27 @@ struct SocketTransportSettings: Sendable {
   /// The hosts libcurl reaches without the environment's proxy (`no_proxy`), when the
   /// environment names one; `nil` when it names none.
   var proxyExemptions: [String]?
+  /// The same for HTTPS, when the environment names a proxy for it (`https_proxy`,
+  /// `all_proxy`); `nil` when it names none.
+  var httpsProxyExemptions: [String]?
+  /// The client's TLS set-up for HTTPS, made on the first HTTPS transfer.
+  var tls: TLSContextCache
+  /// Whether TLS can be had: OpenSSL 3 could be loaded.
+  ///
+  /// Where not, HTTPS goes through
+  /// `URLSession`.
+  var supportsTLS: Bool
 
   init(
-    configuration: URLSessionConfiguration, enabled: Bool,
+    configuration: URLSessionConfiguration, enabled: Bool, trust: HTTPClient.ServerTrust = .system,
     environment: [String: String] = ProcessInfo.processInfo.environment
   ) {
+    tls = TLSContextCache(trust: trust)
+    #if canImport(Glibc)
+      supportsTLS = OpenSSL.loaded != nil
+    #else
+      supportsTLS = false
+    #endif
     additionalHeaders = (configuration.httpAdditionalHeaders ?? [:]).compactMap { name, value in
       guard let name = name as? String else { return nil }
       return (name, "\(value)")
@@ -30,15 +46,17 @@ struct SocketTransportSettings: Sendable {
     cookieStorage = configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil
     acceptsCookies = configuration.httpCookieAcceptPolicy != .never
     isAvailable = enabled && Self.canServe(configuration)
-    // libcurl honours these for plain HTTP; `no_proxy` exempts hosts from them.
+    // libcurl honours these (`https_proxy` for HTTPS, below); `no_proxy` exempts hosts from them.
     let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"].contains {
       environment[$0]?.isEmpty == false
     }
-    proxyExemptions =
-      proxied
-      ? (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",")
-        .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
-      : nil
+    let exemptions = (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",")
+      .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+    proxyExemptions = proxied ? exemptions : nil
+    let proxiedHTTPS = ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"].contains {
+      environment[$0]?.isEmpty == false
+    }
+    httpsProxyExemptions = proxiedHTTPS ? exemptions : nil
   }
 
   /// Whether libcurl would reach `host` without the environment's proxy: no proxy is named, or
@@ -46,6 +64,11 @@ struct SocketTransportSettings: Sendable {
   /// `.example.com` both cover `api.example.com`).
   func bypassesProxy(_ host: String) -> Bool {
     guard let exemptions = proxyExemptions else { return true }
+    return Self.isExempt(host, exemptions)
+  }
+
+  /// Whether `no_proxy`'s `exemptions` cover `host`.
+  private static func isExempt(_ host: String, _ exemptions: [String]) -> Bool {
     let host = host.lowercased()
     return exemptions.contains { entry in
       if entry == "*" { return true }
@@ -70,14 +93,18 @@ struct SocketTransportSettings: Sendable {
 
   /// Whether the socket transport serves `request`.
   ///
-  /// It serves plain HTTP to a host, with no credentials in the URL, no body other than
-  /// `httpBody`, and header fields that are safe to write as they are. Anything else goes
-  /// through `URLSession`.
+  /// It serves plain HTTP, and HTTPS where OpenSSL 3 can be loaded and no `https_proxy` is
+  /// named, to a host, with no credentials in the URL, no body other than `httpBody`, and
+  /// header fields that are safe to write as they are. Anything else goes through `URLSession`.
   func serves(_ request: URLRequest) -> Bool {
-    guard isAvailable, let url = request.url, url.scheme?.lowercased() == "http",
+    guard isAvailable, let url = request.url, let scheme = url.scheme?.lowercased(),
+      scheme == "http" || (scheme == "https" && supportsTLS),
       let host = url.host, !host.isEmpty, bypassesProxy(host), url.user == nil, url.password == nil,
       request.httpBodyStream == nil
     else { return false }
+    if scheme == "https", let exemptions = httpsProxyExemptions, !Self.isExempt(host, exemptions) {
+      return false
+    }
     let method = request.httpMethod ?? "GET"
     guard !method.isEmpty, method.utf8.allSatisfy(FieldSyntax.isTokenByte),
       !FieldSyntax.equalsIgnoringASCIICase(method, "CONNECT")
@@ -86,6 +113,36 @@ struct SocketTransportSettings: Sendable {
       return false
     }
     return true
+  }
+
+  /// The error of an HTTPS request to a pinned host that the socket transport does not serve,
+  /// or `nil` when it may go through `URLSession` (which cannot check pins).
+  func pinRefusal(for request: URLRequest, prefersSocketTransport: Bool) -> URLError? {
+    guard let url = request.url, url.scheme?.lowercased() == "https", let host = url.host,
+      tls.trust.pins(for: host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host) != nil
+    else { return nil }
+    let why =
+      !prefersSocketTransport
+      ? "only transfers (download, upload, stream) go over the socket transport"
+      : !supportsTLS
+        ? Self.tlsUnavailableReason
+        : "the socket transport cannot serve this request (a proxy, credentials in the URL, the urlSession transfer transport, or a body stream)"
+    return URLError(
+      .secureConnectionFailed,
+      userInfo: [
+        NSLocalizedDescriptionKey:
+          "\(host) has public-key pins, which only the socket transport checks, and \(why); the request was not sent"
+      ])
+  }
+
+  /// Why TLS cannot be had on the socket transport.
+  private static var tlsUnavailableReason: String {
+    #if canImport(Glibc)
+      if case .failure(let error) = OpenSSL.shared { return error.localizedDescription }
+      return "TLS is available"
+    #else
+      return "TLS on the socket transport needs Linux"
+    #endif
   }
 
   /// Whether a field with `name` and `value` can be written into a request head as it is

@@ -51,8 +51,12 @@ final class Transport: Sendable {
 
   /// Makes the session of `configuration`; `socketTransfers` says whether transfers may go over
   /// the socket transport (`HTTPClient.TransferTransport.automatic`).
-  init(configuration: URLSessionConfiguration, callbackQueue: DispatchQueue, socketTransfers: Bool = true) {
-    self.socketSettings = SocketTransportSettings(configuration: configuration, enabled: socketTransfers)
+  init(
+    configuration: URLSessionConfiguration, callbackQueue: DispatchQueue, socketTransfers: Bool = true,
+    trust: HTTPClient.ServerTrust = .system
+  ) {
+    self.socketSettings = SocketTransportSettings(
+      configuration: configuration, enabled: socketTransfers, trust: trust)
     let delegate = SessionDelegate()
     // The delegate's events run on a serial operation queue of their own, not on one whose
     // `underlyingQueue` is the client's queue: FoundationNetworking queues every body chunk
@@ -113,6 +117,12 @@ final class Transport: Sendable {
     let stream: (any UploadBodyStream)? = if case .stream(let stream) = body { stream } else { nil }
     if settings.prefersSocketTransport, socketSettings.serves(request) {
       return (SocketTask(request, body: body, settings: socketSettings), stream)
+    }
+    if let refusal = socketSettings.pinRefusal(
+      for: request, prefersSocketTransport: settings.prefersSocketTransport)
+    {
+      // `URLSession` would not check the host's pins: the request fails before it is sent.
+      return (SocketTask(request, body: body, settings: socketSettings, refusal: refusal), stream)
     }
     if case .stream(let live as any SequentialUploadBody) = body {
       // A sequence sent as it is produced needs the socket transport (a hop to HTTPS, say, cannot

@@ -1,0 +1,545 @@
+import Foundation
+import LoopbackHTTPServer
+import Promises
+import Testing
+
+@testable import PromiseHTTP
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// HTTPS transfers over the socket transport (TLS through the system's OpenSSL 3, loaded at run
+/// time) against a python3 `ssl` server with certificates the tests make with `openssl`:
+/// verification, typed errors, the client's additional authorities and key pins, cancellation
+/// during the handshake.
+@Suite(
+  "Socket TLS", .timeLimit(.minutes(1)),
+  .enabled(if: TLSTools.available, "needs openssl and python3 on PATH to make a certificate and serve it"),
+  .enabled(if: OpenSSL.loaded != nil, "needs OpenSSL 3 (libssl.so.3) to load"))
+struct SocketTLSTests {
+  @Test func aDownloadWithTheCertificateInTheConfigurationArrivesWhole() async throws {
+    try await withFileServer { server, certificate in
+      let client = HTTPClient(
+        baseURL: server.baseURL(),
+        configuration: configuration(trusting: certificate))
+      try await withDirectory { directory in
+        let file = directory.appendingPathComponent("take.bin")
+        let size = 3 << 20 + 12_345
+        let download = try await client.download("bytes/\(size)", to: file).value
+        #expect(download.response.statusCode == 200)
+        let data = try Data(contentsOf: file)
+        #expect(data.count == size)
+        #expect(data == TLSFileServer.body(size), "byte-identical")
+        let requests = server.requests()
+        #expect(requests == ["GET /bytes/\(size) HTTP/1.1 | PromiseHTTP"], "over the socket transport")
+      }
+    }
+  }
+
+  @Test func aStreamOverHTTPSArrivesWhole() async throws {
+    try await withFileServer { server, certificate in
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: configuration(trusting: certificate))
+      let size = 1 << 20 + 7
+      let response = try await client.stream("bytes/\(size)").value
+      var received = Data()
+      for try await chunk in response.body { received.append(chunk) }
+      #expect(received == TLSFileServer.body(size))
+      #expect(server.requests() == ["GET /bytes/\(size) HTTP/1.1 | PromiseHTTP"])
+    }
+  }
+
+  @Test func anUploadOverHTTPSIsSent() async throws {
+    try await withFileServer { server, certificate in
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: configuration(trusting: certificate))
+      let body = TLSFileServer.body(300_000)
+      let response = try await client.upload(.data(body), to: "upload", method: .put).value
+      #expect(response.statusCode == 200)
+      #expect(String(decoding: response.body, as: UTF8.self) == "received \(body.count)")
+      #expect(server.requests() == ["PUT /upload HTTP/1.1 | PromiseHTTP"])
+    }
+  }
+
+  @Test func aSelfSignedCertificateIsUntrustedAndLeavesNoFile() async throws {
+    try await withFileServer { server, _ in
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: .init(retryPolicy: quickRetries(3)))
+      try await withDirectory { directory in
+        let file = directory.appendingPathComponent("take.bin")
+        let (result, _) = await outcome(of: client.download("bytes/10", to: file))
+        let error = try urlError(result)
+        #expect(error.code == .serverCertificateUntrusted)
+        #expect(error.localizedDescription.hasPrefix("SSL certificate problem: self-signed certificate"))
+        #expect(error.localizedDescription.contains("127.0.0.1"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+        #expect(server.requests().isEmpty, "nothing sent before the certificate was checked")
+      }
+    }
+  }
+
+  @Test func aTrustedCertificateForAnotherHostIsRefusedNamingTheHost() async throws {
+    try await withFileServer(alternativeNames: "DNS:other.example") { server, certificate in
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: configuration(trusting: certificate))
+      let (result, _) = await outcome(of: client.stream("bytes/10"))
+      let error = try urlError(result)
+      #expect(error.code == .serverCertificateUntrusted)
+      #expect(
+        error.localizedDescription.hasPrefix(
+          "SSL: no alternative certificate subject name matches target host name '127.0.0.1'"),
+        "\(error.localizedDescription)")
+      #expect(server.requests().isEmpty)
+    }
+  }
+
+  @Test func anExpiredCertificateHasABadDate() async throws {
+    try await withDirectory { directory in
+      let (authority, leaf) = try await offThePool {
+        Result { try TLSFixtures.expiredChain(in: directory) }
+      }.get()
+      let server = try await offThePool { Result { try TLSFileServer(serving: leaf) } }.get()
+      defer { server.stop() }
+      let client = HTTPClient(
+        baseURL: server.baseURL(),
+        configuration: configuration(trusting: try Data(contentsOf: authority.certificate)))
+      let (result, _) = await outcome(
+        of: client.download("bytes/10", to: directory.appendingPathComponent("f")))
+      let error = try urlError(result)
+      #expect(error.code == .serverCertificateHasBadDate)
+      #expect(error.localizedDescription.hasPrefix("SSL certificate problem: certificate has expired"))
+    }
+  }
+
+  @Test func aMatchingPinIsAcceptedAndAnotherKeyIsRefused() async throws {
+    try await withFileServer { server, certificate in
+      let pin = try TLSContext.publicKeyPin(ofPEM: certificate)
+      var trust = HTTPClient.ServerTrust(
+        additionalCertificates: [certificate], publicKeyPins: ["127.0.0.1": [pin]])
+      var configuration = HTTPClient.Configuration(retryPolicy: quickRetries(3))
+      configuration.serverTrust = trust
+      let pinned = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
+      let response = try await pinned.stream("bytes/100").value
+      var received = Data()
+      for try await chunk in response.body { received.append(chunk) }
+      #expect(received == TLSFileServer.body(100))
+
+      var other = pin
+      other[0] ^= 0xFF
+      trust.publicKeyPins = ["127.0.0.1": [other]]
+      configuration.serverTrust = trust
+      let mispinned = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
+      let (result, _) = await outcome(of: mispinned.stream("bytes/100"))
+      let error = try urlError(result)
+      #expect(error.code == .serverCertificateUntrusted)
+      #expect(
+        error.localizedDescription.hasPrefix("SSL: public key does not match pinned public key for 127.0.0.1")
+      )
+      #expect(error.localizedDescription.contains(pin.base64EncodedString()), "names the server's key")
+      #expect(server.requests().count == 1, "the mispinned request was not sent")
+    }
+  }
+
+  @Test func aRequestToAPinnedHostThatURLSessionWouldCarryFailsUnsent() async throws {
+    try await withFileServer { server, certificate in
+      let pin = try TLSContext.publicKeyPin(ofPEM: certificate)
+      var configuration = HTTPClient.Configuration(retryPolicy: quickRetries(3))
+      configuration.serverTrust = .init(
+        additionalCertificates: [certificate], publicKeyPins: ["127.0.0.1": [pin]])
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
+      let (result, _) = await outcome(of: client.get("bytes/10"))
+      let error = try urlError(result)
+      #expect(error.code == .secureConnectionFailed)
+      #expect(error.localizedDescription.contains("127.0.0.1 has public-key pins"))
+      configuration.transferTransport = .urlSession
+      let viaSession = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
+      let (download, _) = await outcome(of: viaSession.stream("bytes/10"))
+      #expect(try urlError(download).code == .secureConnectionFailed)
+      let connections = await offThePool { server.connections() }
+      #expect(connections == 0, "nothing reached the server")
+    }
+  }
+
+  @Test func cancellingDuringTheHandshakeSettlesAtOnce() async throws {
+    // A server that accepts TCP and reads the ClientHello, but never answers it.
+    let listener = try SilentListener()
+    defer { listener.close() }
+    let client = HTTPClient(
+      baseURL: URL(string: "https://127.0.0.1:\(listener.port)/")!,
+      configuration: .init(retryPolicy: .none, timeout: .seconds(30)))
+    let stream = client.stream("x")
+    let hello = await offThePool { listener.awaitClientHello(timeout: 20) }
+    #expect(hello, "a ClientHello arrived")
+    let start = ContinuousClock.now
+    stream.cancel()
+    let (result, _) = await outcome(of: stream)
+    let elapsed = ContinuousClock.now - start
+    #expect(throws: CancellationError.self) { try result.get() }
+    #expect(elapsed < .seconds(2), "settled in \(elapsed), the handshake's idle timeout is 30 s")
+    #expect(await offThePool { listener.awaitClose(timeout: 5) }, "the connection was closed")
+  }
+}
+
+/// Measures, without asserting, a 256 MiB HTTPS download through the socket transport against
+/// `curl -o` from the same server: `PROMISEHTTP_MEASURE_TLS=1 swift test --filter measure`.
+@Suite(
+  "Socket TLS measurement",
+  .enabled(
+    if: ProcessInfo.processInfo.environment["PROMISEHTTP_MEASURE_TLS"] != nil && TLSTools.available,
+    "set PROMISEHTTP_MEASURE_TLS=1 to measure"))
+struct SocketTLSMeasurement {
+  @Test func measureA256MiBDownloadAgainstCurl() async throws {
+    try await withFileServer { server, certificate in
+      try await withDirectory { directory in
+        let size = 256 << 20
+        let caFile = directory.appendingPathComponent("ca.pem")
+        try certificate.write(to: caFile)
+        let curlStart = ContinuousClock.now
+        let curl = try await offThePool {
+          Result {
+            try ChildProcess.run(
+              "/usr/bin/curl",
+              [
+                "-sS", "--cacert", caFile.path, "-o", directory.appendingPathComponent("curl.bin").path,
+                server.baseURL().appendingPathComponent("bytes/\(size)").absoluteString,
+              ], mergingStandardError: true, timeout: .seconds(120))
+          }
+        }.get()
+        let curlTime = ContinuousClock.now - curlStart
+        #expect(curl.isSuccess, "\(curl.standardOutputText)")
+        let client = HTTPClient(
+          baseURL: server.baseURL(),
+          configuration: .init(timeout: .seconds(120)).with(trusting: certificate))
+        try? Data("5".utf8).write(to: URL(fileURLWithPath: "/proc/self/clear_refs"))
+        let before = residentKiB("VmRSS")
+        let start = ContinuousClock.now
+        let download = try await client.download("bytes/\(size)", to: directory.appendingPathComponent("f"))
+          .value
+        let elapsed = ContinuousClock.now - start
+        let peak = residentKiB("VmHWM")
+        #expect(download.byteCount == Int64(size))
+        let ratio = curlTime / elapsed
+        print(
+          "MEASURE | 256 MiB HTTPS | socket transport \(elapsed), curl \(curlTime), throughput ratio \(ratio)x curl"
+            + " | peak RSS growth \((peak - before) / 1024) MiB")
+      }
+    }
+  }
+
+  private func residentKiB(_ field: String) -> Int {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix(field + ":") } ?? ""
+    return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+  }
+}
+
+extension HTTPClient.Configuration {
+  fileprivate func with(trusting certificate: Data) -> HTTPClient.Configuration {
+    var configuration = self
+    configuration.serverTrust = .init(additionalCertificates: [certificate])
+    return configuration
+  }
+}
+
+// MARK: Fixtures
+
+/// A client configuration that trusts `certificate` (PEM) beside the system's store, with
+/// quick retries (TLS failures are not retried).
+private func configuration(trusting certificate: Data) -> HTTPClient.Configuration {
+  var configuration = HTTPClient.Configuration(retryPolicy: quickRetries(3))
+  configuration.serverTrust = .init(additionalCertificates: [certificate])
+  return configuration
+}
+
+/// The `URLError` of a rejected outcome.
+private func urlError<T>(
+  _ result: Result<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation
+) throws -> URLError {
+  let error = try #require(httpError(result, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
+  guard case .transport(let urlError, _) = error else {
+    throw TLSFixtureError(description: "expected a transport error, got \(error)")
+  }
+  return urlError
+}
+
+/// Runs `body` with a new temporary directory, removed afterwards.
+private func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
+  let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+    "SocketTLS-\(UUID().uuidString)")
+  try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+  defer { try? FileManager.default.removeItem(at: directory) }
+  return try await body(directory)
+}
+
+/// Makes a self-signed certificate for `alternativeNames`, serves it with a `TLSFileServer`,
+/// and runs `body` with the server and the certificate's PEM.
+private func withFileServer<T>(
+  alternativeNames: String = "DNS:localhost,IP:127.0.0.1", _ body: (TLSFileServer, Data) async throws -> T
+) async throws -> T {
+  _ = loopbackBypassesProxy
+  return try await withDirectory { directory in
+    let started: Result<(TLSFileServer, Data), any Error> = await offThePool {
+      Result {
+        let certificate = try TestCertificate.make(
+          commonName: "localhost", alternativeNames: alternativeNames, in: directory)
+        return (try TLSFileServer(serving: certificate), try Data(contentsOf: certificate.certificate))
+      }
+    }
+    let (server, pem) = try started.get()
+    defer { server.stop() }
+    return try await body(server, pem)
+  }
+}
+
+enum TLSFixtures {
+  /// Runs `openssl` with `arguments`, where each `@name` is the path of `name` in `directory`.
+  static func openssl(_ arguments: [String], in directory: URL) throws {
+    let arguments = arguments.map {
+      $0.hasPrefix("@") ? directory.appendingPathComponent(String($0.dropFirst())).path : $0
+    }
+    let outcome = try ChildProcess.run(
+      TLSTools.openssl ?? "openssl", arguments, mergingStandardError: true, timeout: .seconds(60))
+    guard !outcome.timedOut, outcome.isSuccess else {
+      throw TLSFixtureError(description: "openssl \(arguments) failed: \(outcome.standardOutputText)")
+    }
+  }
+
+  /// An authority (self-signed, valid) and a certificate for 127.0.0.1 it signed that expired in
+  /// 2020, made with `openssl ca` and explicit dates.
+  static func expiredChain(in directory: URL) throws -> (authority: TestCertificate, leaf: TestCertificate) {
+    let authority = TestCertificate(
+      certificate: directory.appendingPathComponent("ca.pem"), key: directory.appendingPathComponent("ca.key")
+    )
+    let leaf = TestCertificate(
+      certificate: directory.appendingPathComponent("leaf.pem"),
+      key: directory.appendingPathComponent("leaf.key"))
+    try openssl(
+      [
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Test CA", "-keyout",
+        "@ca.key",
+        "-out", "@ca.pem",
+      ], in: directory)
+    try openssl(
+      [
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-addext",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", "@leaf.key", "-out", "@leaf.csr",
+      ], in: directory)
+    let config = """
+      [ca]
+      default_ca = authority
+      [authority]
+      database = \(directory.appendingPathComponent("index.txt").path)
+      new_certs_dir = \(directory.path)
+      serial = \(directory.appendingPathComponent("serial").path)
+      default_md = sha256
+      policy = anything
+      copy_extensions = copy
+      [anything]
+      commonName = supplied
+      """
+    try Data(config.utf8).write(to: directory.appendingPathComponent("ca.cnf"))
+    try Data().write(to: directory.appendingPathComponent("index.txt"))
+    try Data("01\n".utf8).write(to: directory.appendingPathComponent("serial"))
+    try openssl(
+      [
+        "ca", "-batch", "-config", "@ca.cnf", "-cert", "@ca.pem", "-keyfile", "@ca.key", "-in", "@leaf.csr",
+        "-out", "@leaf.pem", "-startdate", "20200101000000Z", "-enddate", "20200201000000Z", "-notext",
+      ], in: directory)
+    return (authority, leaf)
+  }
+}
+
+/// An HTTPS server on 127.0.0.1 (python3's `ssl`, a thread per connection) that answers
+/// `GET /bytes/N` with N bytes of `body(N)` and a `PUT` with "received N", and records each
+/// request line and its `User-Agent`. It exits when its standard input closes.
+final class TLSFileServer: Sendable {
+  let port: Int
+  private let process: ChildProcess
+  private let output: Lines
+
+  private static let script = """
+    import os, socket, ssl, sys, threading
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[1], sys.argv[2])
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    connections = 0
+    def control():
+        while sys.stdin.readline():
+            print("connections", connections, flush=True)
+        os._exit(0)
+    threading.Thread(target=control, daemon=True).start()
+    block = bytes(i % 251 for i in range(251 * 1024))
+    def serve(raw):
+        try:
+            raw.settimeout(30)
+            with context.wrap_socket(raw, server_side=True) as tls:
+                head = b""
+                while b"\\r\\n\\r\\n" not in head:
+                    chunk = tls.recv(65536)
+                    if not chunk:
+                        return
+                    head += chunk
+                head, rest = head.split(b"\\r\\n\\r\\n", 1)
+                lines = head.split(b"\\r\\n")
+                fields = dict((l.split(b":", 1)[0].strip().lower(), l.split(b":", 1)[1].strip()) for l in lines[1:])
+                print("request", lines[0].decode("latin-1"), "|", fields.get(b"user-agent", b"").decode("latin-1"), flush=True)
+                method, path = lines[0].split(b" ")[0:2]
+                if method == b"PUT":
+                    length = int(fields.get(b"content-length", b"0"))
+                    received = len(rest)
+                    while received < length:
+                        chunk = tls.recv(65536)
+                        if not chunk:
+                            break
+                        received += len(chunk)
+                    body = b"received %d" % received
+                    tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" % (len(body), body))
+                    return
+                size = int(path.rsplit(b"/", 1)[1])
+                tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n" % size)
+                sent = 0
+                while sent < size:
+                    n = min(len(block), size - sent)
+                    tls.sendall(block[:n])
+                    sent += n
+        except (OSError, ValueError) as error:
+            print("failed", error, flush=True)
+        finally:
+            raw.close()
+    print("port", listener.getsockname()[1], flush=True)
+    while True:
+        raw, _ = listener.accept()
+        connections += 1
+        threading.Thread(target=serve, args=(raw,), daemon=True).start()
+    """
+
+  /// The body of `GET /bytes/<size>`: bytes `i % 251`, restarting every 251 KiB.
+  static func body(_ size: Int) -> Data {
+    let block = (0..<(251 * 1024)).map { UInt8($0 % 251) }
+    var data = Data(capacity: size)
+    while data.count < size { data.append(contentsOf: block.prefix(size - data.count)) }
+    return data
+  }
+
+  /// Starts the server with `certificate`; returns once it listens (at most 30 s).
+  ///
+  /// Blocks the calling thread: call it through `offThePool`.
+  init(serving certificate: TestCertificate) throws {
+    let (process, output) = try PythonProcess.start(
+      script: Self.script, arguments: [certificate.certificate.path, certificate.key.path])
+    self.process = process
+    self.output = output
+    guard let line = output.first(from: 0, withPrefix: "port ", timeout: .seconds(30)),
+      let port = Int(line.dropFirst("port ".count))
+    else {
+      self.port = 0
+      stop()
+      throw TLSFixtureError(description: "the TLS server did not start: \(output.all)")
+    }
+    self.port = port
+  }
+
+  /// Returns `https://127.0.0.1:PORT/`.
+  func baseURL() -> URL { URL(string: "https://127.0.0.1:\(port)/")! }
+
+  /// The requests that got through the handshake so far: "LINE | USER-AGENT".
+  ///
+  /// Complete once the client has seen their outcome: the server prints a request line before
+  /// it answers.
+  func requests() -> [String] {
+    output.all.filter { $0.hasPrefix("request ") }.map { String($0.dropFirst("request ".count)) }
+  }
+
+  /// How many TCP connections the server has accepted (at most 10 s to answer).
+  func connections() -> Int {
+    let start = output.count
+    guard (try? process.write(Data("count\n".utf8))) != nil,
+      let line = output.first(from: start, withPrefix: "connections ", timeout: .seconds(10))
+    else { return -1 }
+    return Int(line.dropFirst("connections ".count)) ?? -1
+  }
+
+  func stop() {
+    process.closeStandardInput()
+    process.terminate(grace: .seconds(10))
+  }
+}
+
+/// A TCP listener on 127.0.0.1 that accepts one connection and reads what the client sends,
+/// but never answers: a TLS handshake with it waits for a ServerHello that never comes.
+final class SilentListener: @unchecked Sendable {
+  // Safety of `@unchecked Sendable`: `helloArrived` and `closed` are read and written only while
+  // `condition` is locked; `port` and `listener` are constants.
+  let port: Int
+  private let listener: Int32
+  private let condition = NSCondition()
+  private var helloArrived = false
+  private var closed = false
+
+  init() throws {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let bound = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+      }
+    }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let named = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    guard fd >= 0, bound == 0, named == 0, listen(fd, 4) == 0 else {
+      throw TLSFixtureError(description: "could not listen (errno \(errno))")
+    }
+    listener = fd
+    port = Int(UInt16(bigEndian: address.sin_port))
+    let thread = Thread { [self] in serve() }
+    thread.start()
+  }
+
+  private func serve() {
+    let connection = accept(listener, nil, nil)
+    guard connection >= 0 else { return }
+    defer { Glibc.close(connection) }
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    var first = true
+    while true {
+      let count = recv(connection, &buffer, buffer.count, 0)
+      // A TLS record of type 22 (handshake): the ClientHello.
+      if first, count > 0, buffer[0] == 22 { update { $0.helloArrived = true } }
+      first = false
+      if count <= 0 { break }
+    }
+    update { $0.closed = true }
+  }
+
+  private func update(_ change: (SilentListener) -> Void) {
+    condition.lock()
+    change(self)
+    condition.broadcast()
+    condition.unlock()
+  }
+
+  /// Waits, at most `timeout` seconds, until a ClientHello has arrived.
+  func awaitClientHello(timeout: TimeInterval) -> Bool { waitUntil(timeout) { $0.helloArrived } }
+
+  /// Waits, at most `timeout` seconds, until the client has closed the connection.
+  func awaitClose(timeout: TimeInterval) -> Bool { waitUntil(timeout) { $0.closed } }
+
+  private func waitUntil(_ timeout: TimeInterval, _ isDone: (SilentListener) -> Bool) -> Bool {
+    let end = Date().addingTimeInterval(timeout)
+    condition.lock()
+    defer { condition.unlock() }
+    while !isDone(self) {
+      if !condition.wait(until: end) { return isDone(self) }
+    }
+    return true
+  }
+
+  func close() {
+    shutdown(listener, Int32(SHUT_RDWR))
+    Glibc.close(listener)
+  }
+}
