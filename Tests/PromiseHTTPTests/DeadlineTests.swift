@@ -406,7 +406,16 @@ extension DeadlineTests {
   /// Requests over `URLSession` against a busy response, each in a child process, one at a time:
   /// each keeps a core busy for seconds after its deadline, while FoundationNetworking digests
   /// what it has read.
-  @Suite(.serialized) struct OverURLSession {
+  ///
+  /// They run with `PROMISEHTTP_FLOODS=1`, in a step of their own in `.ci/run`: beside the other
+  /// suites, the child's busy core stalled the test process for 6-8 s, and timing tests of other
+  /// suites (5 s bounds) failed.
+  @Suite(
+    .serialized,
+    .enabled("runs with PROMISEHTTP_FLOODS=1 (.ci/run runs it apart)") {
+      ProcessInfo.processInfo.environment["PROMISEHTTP_FLOODS"] == "1"
+    })
+  struct OverURLSession {
     /// Before the client settled without waiting for FoundationNetworking, the rejection came
     /// only once FoundationNetworking let go of the response, after libcurl's own timeout 1 s
     /// past the deadline (3.1-4.8 s here); hence a margin of 1 s, not 2.
