@@ -377,14 +377,17 @@ import Promises
           try waitForTLS(.read, fd: fd, wake: wake)
         case .failed(let code, let reason):
           if isStopped { throw URLError(.cancelled) }
-          throw URLError(
-            .networkConnectionLost,
-            userInfo: [
-              NSLocalizedDescriptionKey:
-                "Send failure: \(reason ?? (code != 0 ? String(cString: strerror(code)) : "connection closed"))"
-            ])
+          throw Self.tlsFailure("Send", code: code, reason: reason)
         }
       }
+    }
+
+    /// The error of a TLS read or write (`what`: "Send" or "Recv", in libcurl's words) that
+    /// failed with `errno` `code` or OpenSSL's `reason`.
+    private static func tlsFailure(_ what: String, code: Int32, reason: String?) -> URLError {
+      let cause = reason ?? (code != 0 ? String(cString: strerror(code)) : "connection closed")
+      return URLError(
+        .networkConnectionLost, userInfo: [NSLocalizedDescriptionKey: "\(what) failure: \(cause)"])
     }
 
     /// Sends all of `bytes` (see `send(_:)` for the errors).
@@ -438,12 +441,7 @@ import Promises
           try waitForTLS(want, fd: fd, wake: wake)
         case .failed(let code, let reason):
           if isStopped { throw URLError(.cancelled) }
-          throw URLError(
-            .networkConnectionLost,
-            userInfo: [
-              NSLocalizedDescriptionKey:
-                "Recv failure: \(reason ?? (code != 0 ? String(cString: strerror(code)) : "connection closed"))"
-            ])
+          throw Self.tlsFailure("Recv", code: code, reason: reason)
         }
       }
     }
