@@ -98,7 +98,7 @@ struct SocketTLSTests {
       let (authority, leaf) = try await offThePool {
         Result { try TLSFixtures.expiredChain(in: directory) }
       }.get()
-      let server = try await offThePool { Result { try TLSFileServer(serving: leaf) } }.get()
+      let server = try await offThePool { Result { try TLSFileServer.start(serving: leaf) } }.get()
       defer { server.stop() }
       let client = HTTPClient(
         baseURL: server.baseURL(),
@@ -155,7 +155,7 @@ struct SocketTLSTests {
       let viaSession = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
       let (download, _) = await outcome(of: viaSession.stream("bytes/10"))
       #expect(try urlError(download).code == .secureConnectionFailed)
-      let connections = await offThePool { server.connections() }
+      let connections = await offThePool { try? server.connections() }
       #expect(connections == 0, "nothing reached the server")
     }
   }
@@ -275,15 +275,15 @@ private func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T
 /// Makes a self-signed certificate for `alternativeNames`, serves it with a `TLSFileServer`,
 /// and runs `body` with the server and the certificate's PEM.
 private func withFileServer<T>(
-  alternativeNames: String = "DNS:localhost,IP:127.0.0.1", _ body: (TLSFileServer, Data) async throws -> T
+  alternativeNames: String = "DNS:localhost,IP:127.0.0.1", _ body: (TLSServer, Data) async throws -> T
 ) async throws -> T {
   _ = loopbackBypassesProxy
   return try await withDirectory { directory in
-    let started: Result<(TLSFileServer, Data), any Error> = await offThePool {
+    let started: Result<(TLSServer, Data), any Error> = await offThePool {
       Result {
         let certificate = try TestCertificate.make(
           commonName: "localhost", alternativeNames: alternativeNames, in: directory)
-        return (try TLSFileServer(serving: certificate), try Data(contentsOf: certificate.certificate))
+        return (try TLSFileServer.start(serving: certificate), try Data(contentsOf: certificate.certificate))
       }
     }
     let (server, pem) = try started.get()
@@ -350,15 +350,12 @@ enum TLSFixtures {
   }
 }
 
-/// An HTTPS server on 127.0.0.1 (python3's `ssl`, a thread per connection) that answers
-/// `GET /bytes/N` with N bytes of `body(N)` and a `PUT` with "received N", and records each
-/// request line and its `User-Agent`. It exits when its standard input closes.
-final class TLSFileServer: Sendable {
-  let port: Int
-  private let process: ChildProcess
-  private let output: Lines
-
-  private static let script = """
+/// An HTTPS server on 127.0.0.1 (python3's `ssl`, a thread per connection; a `TLSServer` with
+/// its own program) that answers `GET /bytes/N` with N bytes of `body(N)` and a `PUT` with
+/// "received N", and records each request line and its `User-Agent`. It exits when its
+/// standard input closes.
+enum TLSFileServer {
+  static let script = """
     import os, socket, ssl, sys, threading
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(sys.argv[1], sys.argv[2])
@@ -425,24 +422,12 @@ final class TLSFileServer: Sendable {
   /// Starts the server with `certificate`; returns once it listens (at most 30 s).
   ///
   /// Blocks the calling thread: call it through `offThePool`.
-  init(serving certificate: TestCertificate) throws {
-    let (process, output) = try PythonProcess.start(
-      script: Self.script, arguments: [certificate.certificate.path, certificate.key.path])
-    self.process = process
-    self.output = output
-    guard let line = output.first(from: 0, withPrefix: "port ", timeout: .seconds(30)),
-      let port = Int(line.dropFirst("port ".count))
-    else {
-      self.port = 0
-      stop()
-      throw TLSFixtureError(description: "the TLS server did not start: \(output.all)")
-    }
-    self.port = port
+  static func start(serving certificate: TestCertificate) throws -> TLSServer {
+    try TLSServer(serving: certificate, script: script)
   }
+}
 
-  /// Returns `https://127.0.0.1:PORT/`.
-  func baseURL() -> URL { URL(string: "https://127.0.0.1:\(port)/")! }
-
+extension TLSServer {
   /// The requests that got through the handshake so far: "LINE | USER-AGENT".
   ///
   /// The server prints a request line before it answers, but the line reaches this process
@@ -461,20 +446,6 @@ final class TLSFileServer: Sendable {
       // Returns when a line comes after the `seen` ones (or at `end`).
       _ = output.first(from: seen, withPrefix: "", timeout: end - ContinuousClock.now)
     }
-  }
-
-  /// How many TCP connections the server has accepted (at most 10 s to answer).
-  func connections() -> Int {
-    let start = output.count
-    guard (try? process.write(Data("count\n".utf8))) != nil,
-      let line = output.first(from: start, withPrefix: "connections ", timeout: .seconds(10))
-    else { return -1 }
-    return Int(line.dropFirst("connections ".count)) ?? -1
-  }
-
-  func stop() {
-    process.closeStandardInput()
-    process.terminate(grace: .seconds(10))
   }
 }
 

@@ -145,9 +145,11 @@ final class TLSServer: Sendable {
   /// The port it listens on.
   let port: Int
   private let process: ChildProcess
-  private let output: Lines
+  /// Everything the server printed, line by line.
+  let output: Lines
 
-  private static let script = """
+  /// The server's program: answers every request with "hello over TLS".
+  static let script = """
     import os, socket, ssl, sys, threading
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(sys.argv[1], sys.argv[2])
@@ -179,12 +181,14 @@ final class TLSServer: Sendable {
             raw.close()
     """
 
-  /// Starts the server with `certificate`; returns once it listens (at most 30 s).
+  /// Starts the server with `certificate`, running `script` (a program that takes the
+  /// certificate and key paths, prints "port N" once it listens and "connections N" for each
+  /// line of its input, and exits when its input closes); returns once it listens (at most 30 s).
   ///
   /// Blocks the calling thread: call it through `offThePool`.
-  init(serving certificate: TestCertificate) throws {
+  init(serving certificate: TestCertificate, script: String = TLSServer.script) throws {
     let (process, output) = try PythonProcess.start(
-      script: Self.script, arguments: [certificate.certificate.path, certificate.key.path])
+      script: script, arguments: [certificate.certificate.path, certificate.key.path])
     self.process = process
     self.output = output
     // Under ThreadSanitizer on a loaded machine, python3 has been seen to take seconds to start.
