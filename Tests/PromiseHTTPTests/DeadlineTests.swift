@@ -223,7 +223,7 @@ struct DeadlineTests {
   /// download over the socket transport).
   static func busyResponseTimesOut(
     _ busy: BusyResponse, count: Int?, interval: Duration = .zero,
-    over transport: HTTPClient.TransferTransport,
+    over transport: HTTPClient.Engine,
     margin: Duration = busyMargin
   ) async throws -> BusyOutcome {
     let answerDelay = busyDeadline + .milliseconds(500)

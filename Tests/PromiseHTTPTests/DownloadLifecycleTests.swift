@@ -46,11 +46,11 @@ struct DownloadLifecycleTests {
   /// A client on `queue`, so a test can wait until every delegate callback queued so far has run.
   func client(
     _ server: TestServer, queue: DispatchQueue, timeout: Duration = .seconds(30),
-    retryPolicy: RetryPolicy = .none, transport: HTTPClient.TransferTransport = .automatic
+    retryPolicy: RetryPolicy = .none, transport: HTTPClient.Engine = .automatic
   ) -> HTTPClient {
     var configuration = HTTPClient.Configuration(
       callbackQueue: queue, retryPolicy: retryPolicy, timeout: timeout)
-    configuration.transferTransport = transport
+    configuration.engine = transport
     return HTTPClient(baseURL: server.baseURL, configuration: configuration)
   }
 
@@ -76,8 +76,8 @@ struct DownloadLifecycleTests {
     }
   }
 
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
-  func cancellingMidTransferLeavesNoFile(_ transport: HTTPClient.TransferTransport) async throws {
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
+  func cancellingMidTransferLeavesNoFile(_ transport: HTTPClient.Engine) async throws {
     let queue = DispatchQueue(label: "DownloadLifecycleTests.cancel")
     // The download cannot end before the test cancels it.
     try await withFileServer(Self.stall) { directory, server in
@@ -154,8 +154,8 @@ struct DownloadLifecycleTests {
     }
   }
 
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
-  func aDeadlineMidTransferFailsAndLeavesNoFile(_ transport: HTTPClient.TransferTransport) async throws {
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
+  func aDeadlineMidTransferFailsAndLeavesNoFile(_ transport: HTTPClient.Engine) async throws {
     let queue = DispatchQueue(label: "DownloadLifecycleTests.deadline")
     let trickle = ServerAction.trickle(
       ServerResponse(body: Self.content), chunkSize: 16 << 10, interval: .milliseconds(30))

@@ -37,9 +37,9 @@ struct DownloadLinkTests {
   static let content = downloadContent(1 << 20)
   static let temporaryName = ".download.bin.promisehttp-download"
 
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
   func aSymlinkAtTheTemporaryNameIsNotFollowedWhenTheServerRefuses(
-    _ transport: HTTPClient.TransferTransport
+    _ transport: HTTPClient.Engine
   ) async throws {
     let outside = try OutsideFile()
     defer { outside.remove() }
@@ -48,7 +48,7 @@ struct DownloadLinkTests {
       try await withServer({ router in
         router.on("GET", "/file") { _ in .respond(.text("no such file", status: 404)) }
       }) { server in
-        let client = server.client(transferTransport: transport)
+        let client = server.client(engine: transport)
         let (result, _) = await outcome(of: client.download("file", to: directory.file()))
         #expect(httpError(result)?.statusCode == 404)
         #expect(outside.isUnchanged)
@@ -57,9 +57,9 @@ struct DownloadLinkTests {
     }
   }
 
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
   func aSymlinkAtTheTemporaryNameIsNotFollowedWhenTheDownloadSucceeds(
-    _ transport: HTTPClient.TransferTransport
+    _ transport: HTTPClient.Engine
   ) async throws {
     let outside = try OutsideFile()
     defer { outside.remove() }
@@ -70,7 +70,7 @@ struct DownloadLinkTests {
           .respond(rangeResponse(Self.content, etag: "\"v1\"", for: request).0)
         }
       }) { server in
-        let client = server.client(transferTransport: transport)
+        let client = server.client(engine: transport)
         _ = try await client.download("file", to: directory.file()).value
         #expect(outside.isUnchanged)
         #expect(fileType(directory.file()) == S_IFREG, "the destination is a file, not a link")

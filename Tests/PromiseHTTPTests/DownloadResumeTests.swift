@@ -27,14 +27,13 @@ struct DownloadResumeTests {
     }
   }
 
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
-  func aConnectionCutMidBodyResumesWithRangeAndIfRange(_ transport: HTTPClient.TransferTransport) async throws
-  {
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
+  func aConnectionCutMidBodyResumesWithRangeAndIfRange(_ transport: HTTPClient.Engine) async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
         serve(router) { _, request in .respond(rangeResponse(Self.content, etag: "\"v1\"", for: request).0) }
       }) { server in
-        let client = server.client(retryPolicy: quickRetries(), transferTransport: transport)
+        let client = server.client(retryPolicy: quickRetries(), engine: transport)
         let download = try await client.download("file", to: directory.file()).value
         #expect(directory.fingerprint() == Fingerprint(Self.content))
         #expect(download.byteCount == Int64(Self.content.count))
@@ -89,8 +88,8 @@ struct DownloadResumeTests {
     }
   }
 
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
-  func aContentRangeThatStartsElsewhereStartsOver(_ transport: HTTPClient.TransferTransport) async throws {
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
+  func aContentRangeThatStartsElsewhereStartsOver(_ transport: HTTPClient.Engine) async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
         serve(router) { _, request in
@@ -109,7 +108,7 @@ struct DownloadResumeTests {
               ], body: Array(Self.content[start...])))
         }
       }) { server in
-        let client = server.client(retryPolicy: quickRetries(), transferTransport: transport)
+        let client = server.client(retryPolicy: quickRetries(), engine: transport)
         _ = try await client.download("file", to: directory.file()).value
         #expect(directory.fingerprint() == Fingerprint(Self.content))
         let requests = server.requests

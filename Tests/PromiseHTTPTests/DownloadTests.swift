@@ -256,13 +256,13 @@ struct DownloadTests {
     }
   }
 
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
-  func anUnacceptableStatusRejectsAndLeavesNoFile(_ transport: HTTPClient.TransferTransport) async throws {
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
+  func anUnacceptableStatusRejectsAndLeavesNoFile(_ transport: HTTPClient.Engine) async throws {
     try await withDownloadDirectory { directory in
       try await withServer({ router in
         router.on("GET", "/file") { _ in .respond(.text("no such file", status: 404)) }
       }) { server in
-        let client = server.client(transferTransport: transport)
+        let client = server.client(engine: transport)
         let (result, _) = await outcome(of: client.download("file", to: directory.file()))
         #expect(httpError(result)?.statusCode == 404)
         #expect(httpError(result)?.description.contains("no such file") == true)

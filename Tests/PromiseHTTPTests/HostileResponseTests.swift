@@ -40,13 +40,23 @@ private func dechunked(_ body: [UInt8]) -> Result<[UInt8], URLError> {
 /// size the server gives checked before it is added to another.
 @Suite("Hostile responses", .timeLimit(.minutes(1)))
 struct HostileResponseTests {
+  /// The code of the error framing the body of `head` fails with, or `nil` if it does not fail.
+  private func framingError(_ head: HTTP1ResponseHead) -> URLError.Code? {
+    do {
+      _ = try HTTP1BodyFraming(head: head, method: "GET")
+      return nil
+    } catch {
+      return error.code
+    }
+  }
+
   // MARK: Framing compared as ASCII (item 3)
 
   @Test func aKelvinSignInTransferEncodingIsNotChunked() throws {
     // "chun\u{212A}ed" lower-cases to "chunked" under Unicode case mapping; curl reads it as an
     // unknown coding.
     let head = try parsed(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: chun\u{212A}ed\r\n\r\n")).get()
-    #expect(throws: URLError(.cannotDecodeRawData)) { try HTTP1BodyFraming(head: head, method: "GET") }
+    #expect(framingError(head) == .cannotDecodeRawData)
   }
 
   @Test func aLongSInAFieldNameIsRefusedNotTakenForTransferEncoding() {
@@ -69,13 +79,11 @@ struct HostileResponseTests {
   @Test func onlySpacesAndTabsAroundATokenAreTrimmed() throws {
     // A no-break space is Unicode whitespace, not HTTP's: "chunked\u{A0}" is another coding.
     let head = try parsed(bytes("HTTP/1.1 200 OK\r\nTransfer-Encoding: \t chunked\u{A0}\r\n\r\n")).get()
-    #expect(throws: URLError(.cannotDecodeRawData)) { try HTTP1BodyFraming(head: head, method: "GET") }
+    #expect(framingError(head) == .cannotDecodeRawData)
     let padded = try parsed(bytes("HTTP/1.1 200 OK\r\nContent-Length: \t 7 \t\r\n\r\n")).get()
     #expect(try HTTP1BodyFraming(head: padded, method: "GET") == .length(7))
     let unicodeDigits = try parsed(bytes("HTTP/1.1 200 OK\r\nContent-Length: \u{0667}\r\n\r\n")).get()
-    #expect(throws: URLError(.cannotParseResponse)) {
-      try HTTP1BodyFraming(head: unicodeDigits, method: "GET")
-    }
+    #expect(framingError(unicodeDigits) == .cannotParseResponse)
   }
 
   // MARK: Control bytes (item 4)
@@ -105,7 +113,10 @@ struct HostileResponseTests {
 
   @Test func tabsObsoleteTextAndUTF8StayInValues() throws {
     let head = try parsed(bytes("HTTP/1.1 200 OK\r\nX-A: a\tb é\r\nX-B: ") + [0xE9] + bytes("\r\n\r\n")).get()
-    #expect(head.fields.map(\.value) == ["a\tb é", "\u{FFFD}"])
+    // UTF-8 stays UTF-8; a value that is not UTF-8 is read as ISO-8859-1, every byte kept.
+    #expect(head.fields.map(\.value) == ["a\tb é", "\u{E9}"])
+    let mixed = try parsed(bytes("HTTP/1.1 200 OK\r\nX-C: ") + [0xC3, 0xA9, 0xFF] + bytes("\r\n\r\n")).get()
+    #expect(mixed.fields.map(\.value) == ["\u{C3}\u{A9}\u{FF}"])
   }
 
   @Test func theRequestAndTheResponseSidesShareOneFieldRule() {

@@ -146,17 +146,36 @@ struct SocketTLSTests {
       var configuration = HTTPClient.Configuration(retryPolicy: quickRetries(3))
       configuration.serverTrust = .init(
         additionalCertificates: [certificate], publicKeyPins: ["127.0.0.1": [pin]])
-      let client = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
-      let (result, _) = await outcome(of: client.get("bytes/10"))
+      configuration.engine = .urlSession
+      let viaSession = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
+      let (result, _) = await outcome(of: viaSession.get("bytes/10"))
       let error = try urlError(result)
       #expect(error.code == .secureConnectionFailed)
       #expect(error.localizedDescription.contains("127.0.0.1 has public-key pins"))
-      configuration.transferTransport = .urlSession
-      let viaSession = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
+      #expect(error.localizedDescription.contains("the urlSession engine"))
       let (download, _) = await outcome(of: viaSession.stream("bytes/10"))
       #expect(try urlError(download).code == .secureConnectionFailed)
       let connections = await offThePool { try? server.connections() }
       #expect(connections == 0, "nothing reached the server")
+    }
+  }
+
+  @Test func anOrdinaryRequestToAPinnedHostGoesOverTheSocketTransportAndIsChecked() async throws {
+    try await withFileServer { server, certificate in
+      let pin = try TLSContext.publicKeyPin(ofPEM: certificate)
+      var configuration = HTTPClient.Configuration(retryPolicy: .none)
+      configuration.serverTrust = .init(
+        additionalCertificates: [certificate], publicKeyPins: ["127.0.0.1": [pin]])
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
+      let response = try await client.get("bytes/10").value
+      #expect(response.body == TLSFileServer.body(10))
+      var other = pin
+      other[0] ^= 0xFF
+      configuration.serverTrust.publicKeyPins = ["127.0.0.1": [other]]
+      let mispinned = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
+      let (result, _) = await outcome(of: mispinned.get("bytes/10"))
+      #expect(try urlError(result).code == .serverCertificateUntrusted)
+      #expect(server.requests(expecting: 1).count == 1, "the mispinned request was not sent")
     }
   }
 

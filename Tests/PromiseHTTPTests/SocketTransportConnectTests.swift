@@ -72,9 +72,9 @@ import Testing
       let directory = try DownloadDirectory()
       defer { directory.remove() }
       var texts: [String] = []
-      for transport in [HTTPClient.TransferTransport.automatic, .urlSession] {
+      for transport in [HTTPClient.Engine.automatic, .urlSession] {
         var configuration = HTTPClient.Configuration(retryPolicy: .none, timeout: .seconds(30))
-        configuration.transferTransport = transport
+        configuration.engine = transport
         let client = HTTPClient(
           baseURL: URL(string: "http://\(host):\(port)/")!, configuration: configuration)
         let (result, _) = await outcome(of: client.download("file", to: directory.file()))

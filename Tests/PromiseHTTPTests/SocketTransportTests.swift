@@ -33,7 +33,7 @@ private func makeRequest(_ url: String, method: String = "GET", headers: [String
 @Suite("SocketTransportSettings")
 struct SocketTransportSettingsTests {
   static func settings(
-    transport: HTTPClient.TransferTransport = .automatic,
+    transport: HTTPClient.Engine = .automatic,
     _ configure: (URLSessionConfiguration) -> Void = { _ in }
   ) -> SocketTransportSettings {
     let configuration = HTTPClient.makeDefaultConfiguration()
@@ -402,9 +402,9 @@ struct SocketTransportTests {
       try await withServer({ router in
         router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
       }) { server in
-        _ = try await server.client(transferTransport: .automatic).download("file", to: directory.file("a"))
+        _ = try await server.client(engine: .automatic).download("file", to: directory.file("a"))
           .value
-        _ = try await server.client(transferTransport: .urlSession).download("file", to: directory.file("b"))
+        _ = try await server.client(engine: .urlSession).download("file", to: directory.file("b"))
           .value
         _ = try await server.client().download(
           "file", to: directory.file("c"), headers: ["User-Agent": "Mine/1.0"]

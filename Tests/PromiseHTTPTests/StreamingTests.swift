@@ -103,7 +103,7 @@ struct StreamingTests {
     try await withServer({ router in
       router.on("GET", "/gzip") { _ in .gzipBomb(decompressedSize: 2 << 20) }
     }) { server in
-      let client = server.client(maximumResponseSize: 1024, transferTransport: .urlSession)
+      let client = server.client(maximumResponseSize: 1024, engine: .urlSession)
       let response = try await client.stream("gzip").value
       #expect(response.headers["Content-Encoding"] == "gzip")
       var count = 0
@@ -165,7 +165,7 @@ struct StreamingTests {
     try await withServer({ router in
       router.on("GET", "/big") { _ in .respond(ServerResponse(body: body)) }
     }) { server in
-      let response = try await server.client(transferTransport: .urlSession).stream(
+      let response = try await server.client(engine: .urlSession).stream(
         HTTPRequest(path: "big"), bufferSize: bufferSize, spillLimit: 1 << 30, file: #fileID, line: #line
       ).value
       let stream = response.body.lifetime.stream
@@ -187,7 +187,7 @@ struct StreamingTests {
     try await withServer({ router in
       router.on("GET", "/big") { _ in .respond(ServerResponse(body: body)) }
     }) { server in
-      let response = try await server.client(transferTransport: .urlSession).stream(
+      let response = try await server.client(engine: .urlSession).stream(
         HTTPRequest(path: "big"), bufferSize: 64 << 10, spillLimit: 1 << 20, file: #fileID, line: #line
       ).value
       let stream = response.body.lifetime.stream

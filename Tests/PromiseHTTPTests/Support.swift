@@ -34,21 +34,21 @@ struct TestServer {
     authenticator: TokenAuthenticator? = nil, interceptors: [any HTTPInterceptor] = [],
     scheduler: any PromiseScheduler = PromiseSchedulers.default,
     sessionConfiguration: URLSessionConfiguration = HTTPClient.makeDefaultConfiguration(),
-    transferTransport: HTTPClient.TransferTransport = .automatic
+    engine: HTTPClient.Engine = .automatic
   ) -> HTTPClient {
     var configuration = HTTPClient.Configuration(
       sessionConfiguration: sessionConfiguration, defaultHeaders: defaultHeaders, retryPolicy: retryPolicy,
       timeout: timeout, maximumResponseSize: maximumResponseSize, redirectPolicy: redirectPolicy,
       sensitiveHeaders: sensitiveHeaders, acceptableStatusCodes: acceptableStatusCodes,
       authenticator: authenticator, interceptors: interceptors, scheduler: scheduler)
-    configuration.transferTransport = transferTransport
+    configuration.engine = engine
     return HTTPClient(baseURL: baseURL, configuration: configuration)
   }
 }
 
 /// Whether a download to the loopback server goes over the socket transport under `.automatic`:
 /// not when the environment names a proxy for plain HTTP, which libcurl would use (see
-/// `HTTPClient.TransferTransport.automatic`).
+/// `HTTPClient.Engine.automatic`).
 let socketTransportServesLoopback = !["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"].contains {
   ProcessInfo.processInfo.environment[$0]?.isEmpty == false
 }
@@ -57,7 +57,7 @@ let socketTransportServesLoopback = !["http_proxy", "HTTP_PROXY", "all_proxy", "
 /// `User-Agent` sent when the request sets none: the socket transport's `PromiseHTTP`, or
 /// FoundationNetworking's `<process> (unknown version) curl/<version>`.
 func expectSent(
-  over transport: HTTPClient.TransferTransport, _ requests: [RecordedRequest],
+  over transport: HTTPClient.Engine, _ requests: [RecordedRequest],
   sourceLocation: SourceLocation = #_sourceLocation
 ) {
   #expect(!requests.isEmpty, "no request arrived", sourceLocation: sourceLocation)

@@ -105,14 +105,13 @@ struct TransferProgressTests {
     #expect(order.withLock { $0 } == ["final update", "settled"])
   }
 
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
-  func aDownloadsPromiseIsFulfilledAfterItsFinalUpdate(_ transport: HTTPClient.TransferTransport) async throws
-  {
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
+  func aDownloadsPromiseIsFulfilledAfterItsFinalUpdate(_ transport: HTTPClient.Engine) async throws {
     let content = downloadContent(64 << 10)
     try await withServer({ router in
       router.on("GET", "/file") { _ in .respond(ServerResponse(body: content)) }
     }) { server in
-      let client = server.client(transferTransport: transport)
+      let client = server.client(engine: transport)
       // The progress queue is slower than the promise's: a final update merely queued before
       // the promise was fulfilled came after the promise's callback in 1 run of 3.
       for _ in 0..<10 {

@@ -29,7 +29,7 @@ struct UploadRewindTests {
       }
     }) { server in
       // URLSession: the socket transport opens a connection per request and reuses none.
-      let client = server.client(transferTransport: .urlSession)
+      let client = server.client(engine: .urlSession)
       _ = try await client.get("warm-up").value
       let response = try await client.upload(.multipart(form), to: "forms").value
       #expect(response.statusCode == 200)

@@ -120,14 +120,14 @@ struct UploadTests {
 
   /// Through `URLSession` the chunks are written to a file first, sent with its length; over the
   /// socket transport they are sent as they come, chunked (no length is known).
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
-  func aStreamOfChunksIsSentWhole(_ transport: HTTPClient.TransferTransport) async throws {
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
+  func aStreamOfChunksIsSentWhole(_ transport: HTTPClient.Engine) async throws {
     let pieces = (0..<64).map { Self.pattern(1000 + $0 * 97).prefix(1000 + $0 * 97) }.map { Data($0) }
     let expected = pieces.reduce(Data(), +)
     try await withServer({ router in
       router.on("POST", "/stream") { request in .respond(.text("\(request.body.count)")) }
     }) { server in
-      let client = server.client(transferTransport: transport)
+      let client = server.client(engine: transport)
       let (progress, stream) = TransferProgressHandler.makeStream(interval: .milliseconds(1))
       let collected = Self.updates(stream)
       let response = try await client.upload(.stream(Self.chunks(pieces)), to: "stream", progress: progress)
@@ -406,7 +406,7 @@ struct UploadTests {
     try await withServer({ router in
       router.on("PUT", "/stream") { _ in calls.next() == 1 ? .closeImmediately : .respond(.text("ok")) }
     }) { server in
-      let client = server.client(retryPolicy: quickRetries(), transferTransport: .urlSession)
+      let client = server.client(retryPolicy: quickRetries(), engine: .urlSession)
       _ = try await client.upload(.stream(Self.chunks(pieces)), to: "stream", method: .put).value
       #expect(server.requests.count == 2)
       for request in server.requests { #expect(Data(request.body) == pieces.reduce(Data(), +)) }
@@ -415,8 +415,8 @@ struct UploadTests {
 
   /// A server may answer before it has read the body (a 413) and close: the answer is what the
   /// upload gets, not the broken connection, over either transport.
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
-  func anAnswerBeforeTheBodyIsDelivered(_ transport: HTTPClient.TransferTransport) async throws {
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
+  func anAnswerBeforeTheBodyIsDelivered(_ transport: HTTPClient.Engine) async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }
     let url = try scratch.file("big.bin", Self.pattern(8 << 20))
@@ -427,7 +427,7 @@ struct UploadTests {
         _ in .respond(.text("read"))
       }
     }) { server in
-      let client = server.client(transferTransport: transport)
+      let client = server.client(engine: transport)
       let (result, _) = await outcome(of: client.upload(.file(url), to: "upload", method: .put))
       guard case .unacceptableStatus(let status, _, let excerpt, _)? = httpError(result) else {
         Issue.record("got \(String(describing: httpError(result)))")
@@ -491,9 +491,8 @@ struct UploadTests {
 
   /// A 303 turns an upload into a GET without a body, over either transport, for a file and
   /// (over a socket, where it is read once) a stream of chunks alike.
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
-  func aSeeOtherAfterAnUploadIsFollowedWithoutTheBody(_ transport: HTTPClient.TransferTransport) async throws
-  {
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
+  func aSeeOtherAfterAnUploadIsFollowedWithoutTheBody(_ transport: HTTPClient.Engine) async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }
     let url = try scratch.file("form.bin", Self.pattern(100_000))
@@ -501,7 +500,7 @@ struct UploadTests {
       router.on("POST", "/from") { _ in .respond(.redirect(to: "/to", status: 303)) }
       router.on("GET", "/to") { request in .respond(.text("got \(request.body.count)")) }
     }) { server in
-      let client = server.client(transferTransport: transport)
+      let client = server.client(engine: transport)
       let file = try await client.upload(.file(url), to: "from").value
       #expect(file.text == "got 0")
       let pieces = (0..<4).map { Self.pattern(10_000 + $0) }
@@ -520,8 +519,8 @@ struct UploadTests {
 
   /// A `100 Continue` (asked for, or not) while the body is being sent is skipped: the upload
   /// goes on and gets the final answer.
-  @Test(arguments: [HTTPClient.TransferTransport.automatic, .urlSession])
-  func anInterimAnswerDuringTheBodyDoesNotStopIt(_ transport: HTTPClient.TransferTransport) async throws {
+  @Test(arguments: [HTTPClient.Engine.automatic, .urlSession])
+  func anInterimAnswerDuringTheBodyDoesNotStopIt(_ transport: HTTPClient.Engine) async throws {
     let scratch = try Scratch()
     defer { scratch.remove() }
     let content = Self.pattern(8 << 20)
@@ -531,7 +530,7 @@ struct UploadTests {
         request in .respond(.text("\(request.consumedBody?.byteCount ?? -1)"))
       }
     }) { server in
-      let client = server.client(timeout: .seconds(30), transferTransport: transport)
+      let client = server.client(timeout: .seconds(30), engine: transport)
       let response = try await client.upload(
         .file(url), to: "up", method: .put, headers: ["Expect": "100-continue"]
       ).value

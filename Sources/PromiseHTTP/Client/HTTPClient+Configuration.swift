@@ -6,28 +6,38 @@ import Promises
 #endif
 
 extension HTTPClient {
-  /// How a client's transfers — downloads, uploads and streamed responses — reach the server:
-  /// `Configuration.transferTransport`.
-  public enum TransferTransport: Sendable, Hashable {
-    /// A transfer over plain HTTP goes over a TCP connection of its own, on a thread of its own
-    /// (the socket transport): a body is read only as fast as the file (or the stream's reader)
-    /// takes it, and sent as fast as the file is read or the sequence yields it, so memory
-    /// stays flat, TCP holds the faster side back, and nothing is queued per piece. Everything
-    /// else — HTTPS, a proxy (the session's, or the `http_proxy` and `all_proxy` environment
-    /// variables, for a host `no_proxy` does not exempt), credentials in the URL, a session with protocol classes of your own, and
-    /// every request that is not a transfer (`get`, `send`, …) — goes through `URLSession`.
+  /// Which HTTP engine carries a client's requests: `Configuration.engine`.
+  public enum Engine: Sendable, Hashable {
+    /// On Linux, the library's own HTTP/1.1 engine (the socket transport) carries every request
+    /// it can serve — `get`, `send`, downloads, uploads, streams; plain HTTP, and HTTPS through
+    /// the system's OpenSSL 3 — and `URLSession` carries the rest.
     ///
-    /// The socket transport sends the session's `httpAdditionalHeaders` and uses its cookie
-    /// storage, as the session would. It opens a connection per request (none is kept alive). It
-    /// asks for `Accept-Encoding: identity` unless the request names an encoding, and does not
-    /// decode a `Content-Encoding` (a server that encodes anyway has its bytes passed on as
-    /// sent, like `curl -o`); it does not use the session's cache.
+    /// The socket transport keeps connections alive per origin (as many idle ones as the
+    /// session's `httpMaximumConnectionsPerHost`, for at most 30 s or what the server's
+    /// `Keep-Alive` says) and reuses one only after a response read to its framed end; one the
+    /// server closed or wrote to while idle is never read as the next answer. An ordinary
+    /// request asks for `gzip, deflate, br` and gets its body decoded, as `URLSession` does, the size
+    /// limit counted on the decoded bytes; a transfer asks for `identity` and passes on a body
+    /// sent encoded anyway as it arrived (like `curl -o`). A transfer's body moves at the pace
+    /// of the file, the sequence or the reader, so memory stays flat.
+    ///
+    /// `URLSession` carries: a proxy (the session's, or the `http_proxy`, `https_proxy` and
+    /// `all_proxy` environment variables, for a host `no_proxy` does not exempt), credentials in
+    /// the URL, a session with protocol classes of your own, a request with a body stream, HTTPS
+    /// where OpenSSL 3 cannot be loaded, and everything on Apple platforms, where the socket
+    /// transport does not build. The socket transport sends the session's
+    /// `httpAdditionalHeaders` and uses its cookie storage, as the session would; it does not
+    /// use the session's cache.
     case automatic
     /// Every request goes through the client's `URLSession`, transfers too: a streamed body the
     /// reader has not taken then waits in a temporary file, and a `.stream` upload is written to
     /// a temporary file before it is sent.
     case urlSession
   }
+
+  /// The engine choice under its former name, from when it applied to transfers only.
+  @available(*, deprecated, renamed: "HTTPClient.Engine")
+  public typealias TransferTransport = Engine
 
   /// Everything a client is made with, as one value: build it, change what you need, pass it.
   ///
@@ -99,13 +109,17 @@ extension HTTPClient {
     /// on counts that on this scheduler. libcurl's own whole-second timeout, set just beyond
     /// the client's deadline as a backstop, is always real time.
     public var scheduler: any PromiseScheduler
-    /// How transfers — `HTTPClient.download`, `upload` and `stream` — reach the server;
-    /// `.automatic`.
+    /// Which engine carries the client's requests; `.automatic`.
     ///
-    /// `.automatic` sends them over plain HTTP or HTTPS on a socket of their own, at the pace of the
-    /// file, the sequence or the reader, and leaves everything else to `URLSession` (see
-    /// `HTTPClient.TransferTransport`). `.urlSession` sends them through the session.
-    public var transferTransport: TransferTransport = .automatic
+    /// `.automatic` is, on Linux, the socket transport wherever it can serve and `URLSession`
+    /// elsewhere (see `HTTPClient.Engine`); `.urlSession` sends every request through the session.
+    public var engine: Engine = .automatic
+    /// The engine under its former name.
+    @available(*, deprecated, renamed: "engine")
+    public var transferTransport: Engine {
+      get { engine }
+      set { engine = newValue }
+    }
     /// What HTTPS certificates are trusted beyond the system's trust store: authorities of your
     /// own and per-host key pins; `.system` (none).
     ///

@@ -82,7 +82,7 @@ extension HTTPClient {
           acceptable: settings.machine.acceptable, errorURL: errorURL, recordURL: recordURL,
           idleTimeout: idleTimeout)
         settings.exchange.bodySink = sink
-        settings.exchange.prefersSocketTransport = true
+        settings.exchange.decodesContent = false
         // The client's `timeout` is the idle timeout (run by the operation); only the request's
         // own deadline bounds the whole transfer.
         settings.machine.timeout = .endOfTime

@@ -7,9 +7,9 @@ extension HTTPClient {
   /// The server's certificate chain is always verified against the system's trust store and
   /// the host's name; this adds authorities of your own (a private CA) and, per host, the keys
   /// the server must have (pins). Only the socket transport can honour either, so:
-  /// - a transfer (`download`, `upload`, `stream`) over HTTPS goes over the socket transport;
-  /// - a request to a pinned host that would go through `URLSession` (`get`, `send`, a proxy,
-  ///   `TransferTransport.urlSession`, or no loadable OpenSSL 3) fails with
+  /// - a request over HTTPS goes over the socket transport under the `.automatic` engine;
+  /// - a request to a pinned host that would go through `URLSession` (a proxy, the
+  ///   `Engine.urlSession` engine, or no loadable OpenSSL 3) fails with
   ///   `URLError.secureConnectionFailed` before anything is sent, instead of going unpinned;
   /// - a request through `URLSession` to a host whose certificate only an additional authority
   ///   vouches for fails as untrusted, as it would without them.
@@ -17,7 +17,7 @@ extension HTTPClient {
     /// Certificates of authorities trusted beside the system's, as PEM.
     ///
     /// Each value is PEM text with one or more `-----BEGIN CERTIFICATE-----` blocks. A value with no certificate in it fails every
-    /// HTTPS transfer of the client with `URLError.secureConnectionFailed`.
+    /// HTTPS request of the client with `URLError.secureConnectionFailed`.
     public var additionalCertificates: [Data]
     /// For each host name (as written in URLs, compared without case), the keys one of which
     /// the server's certificate must carry: each the SHA-256 digest of the certificate's

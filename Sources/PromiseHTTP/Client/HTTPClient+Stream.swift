@@ -71,7 +71,7 @@ extension HTTPClient {
         let made = ResponseStreamSink(stream: stream, head: resolver, settings: settings)
         settings.exchange.bodySink = made
         // Over plain HTTP the body is read from a socket only as fast as the reader takes it.
-        settings.exchange.prefersSocketTransport = true
+        settings.exchange.decodesContent = false
         sink.withLock { $0 = made }
         return nil
       }, file: file, line: line)

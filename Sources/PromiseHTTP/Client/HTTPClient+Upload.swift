@@ -180,7 +180,6 @@ extension HTTPClient {
           idleTimeout: idleTimeout)
         settings.exchange.uploadBody = prepared.source
         settings.exchange.uploadObserver = monitor
-        settings.exchange.prefersSocketTransport = true
         // The client's `timeout` is the idle timeout (run by the operation); only the request's
         // own deadline bounds the whole transfer.
         settings.machine.timeout = .endOfTime

@@ -176,7 +176,7 @@ public final class HTTPClient: Sendable {
       sensitiveParameters: sensitiveParameters)
     self.transport = Transport(
       configuration: session, callbackQueue: queue,
-      socketTransfers: configuration.transferTransport == .automatic, trust: configuration.serverTrust)
+      socketTransport: configuration.engine == .automatic, trust: configuration.serverTrust)
   }
 
   /// Creates a client that uses the configuration of `session`: its cookie storage, cache,
@@ -253,6 +253,8 @@ public final class HTTPClient: Sendable {
         sensitiveHeaders: sensitiveNames, sensitiveParameters: sensitiveParameters),
       deadline: request.deadline, chain: chain, scheduler: configuration.scheduler,
       callbackQueue: callbackQueue)
+    // Decoded as `URLSession` decodes it; a download or a stream takes the body as sent.
+    settings.exchange.decodesContent = true
     if let adjust, let error = adjust(&settings) { return Promise(error: error, file: file, line: line) }
     let (promise, resolver) = Promise<HTTPResponse>.pending(file: file, line: line)
     let operation = RequestOperation(
@@ -396,8 +398,7 @@ public final class HTTPClient: Sendable {
     builder.urlRequest(for: request)
   }
 
-  /// Whether a transfer of `request` (a download, an upload, a stream) goes over the socket
-  /// transport rather than `URLSession` (see `TransferTransport`).
+  /// Whether `request` goes over the socket transport rather than `URLSession` (see `Engine`).
   func socketTransportServes(_ request: URLRequest) -> Bool {
     transport.socketSettings.serves(request)
   }

@@ -106,7 +106,10 @@ struct HTTP1ResponseHead: Equatable, Sendable {
       throw malformed(
         byte == 0 ? "Nul byte in header" : "Control byte 0x\(String(byte, radix: 16)) in a header value")
     }
-    return String(decoding: trimmed, as: UTF8.self)
+    // Not UTF-8: read as ISO-8859-1, the historical charset of field values (RFC 9110 §5.5),
+    // as browsers read it; every byte is kept, none replaced.
+    return String(validating: trimmed, as: UTF8.self)
+      ?? String(String.UnicodeScalarView(trimmed.map { Unicode.Scalar($0) }))
   }
 
   /// A head refused for `reason`.
@@ -144,7 +147,14 @@ enum HTTP1BodyFraming: Equatable, Sendable {
       .filter { !$0.isEmpty }
     if !codings.isEmpty {
       // Only "chunked" is read; a transfer coding such as gzip would need decoding.
-      guard codings == ["chunked"] else { throw URLError(.cannotDecodeRawData) }
+      guard codings == ["chunked"] else {
+        throw URLError(
+          .cannotDecodeRawData,
+          userInfo: [
+            NSLocalizedDescriptionKey:
+              "The response's Transfer-Encoding is not chunked alone (\(codings.joined(separator: ", "))): its body cannot be framed"
+          ])
+      }
       self = .chunked
       return
     }
@@ -160,7 +170,14 @@ enum HTTP1BodyFraming: Equatable, Sendable {
     guard lengths.count == 1, let length = lengths.first, !length.isEmpty,
       length.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
       let count = Int64(length)
-    else { throw URLError(.cannotParseResponse) }
+    else {
+      throw URLError(
+        .cannotParseResponse,
+        userInfo: [
+          NSLocalizedDescriptionKey:
+            "The response's Content-Length is malformed, or given more than once with different values"
+        ])
+    }
     self = .length(count)
   }
 }
@@ -197,7 +214,7 @@ struct HTTP1ChunkedDecoder: Sendable {
   ///
   /// - Throws: `URLError(.cannotParseResponse)` for a malformed chunk size or line break.
   mutating func decode(
-    _ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void
+    _ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws(URLError) -> Void
   ) throws(URLError) -> Int {
     var index = 0
     while index < bytes.count {
@@ -206,7 +223,7 @@ struct HTTP1ChunkedDecoder: Sendable {
         return index
       case .data(let remaining):
         let count = Int(min(remaining, Int64(bytes.count - index)))
-        emit(UnsafeRawBufferPointer(rebasing: bytes[index..<index + count]))
+        try emit(UnsafeRawBufferPointer(rebasing: bytes[index..<index + count]))
         index += count
         state = remaining == Int64(count) ? .dataEnd : .data(remaining - Int64(count))
       case .size, .dataEnd, .trailer:

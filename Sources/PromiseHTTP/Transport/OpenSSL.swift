@@ -40,6 +40,7 @@ import Foundation
     let SSL_connect: @convention(c) (Pointer?) -> Int32
     let SSL_read: @convention(c) (Pointer?, UnsafeMutableRawPointer?, Int32) -> Int32
     let SSL_write: @convention(c) (Pointer?, UnsafeRawPointer?, Int32) -> Int32
+    let SSL_pending: @convention(c) (Pointer?) -> Int32
     let SSL_get_error: @convention(c) (Pointer?, Int32) -> Int32
     let SSL_get_verify_result: @convention(c) (Pointer?) -> Int
     let SSL_get1_peer_certificate: @convention(c) (Pointer?) -> Pointer?
@@ -163,6 +164,7 @@ import Foundation
       SSL_connect = load("SSL_connect", from: ssl)
       SSL_read = load("SSL_read", from: ssl)
       SSL_write = load("SSL_write", from: ssl)
+      SSL_pending = load("SSL_pending", from: ssl)
       SSL_get_error = load("SSL_get_error", from: ssl)
       SSL_get_verify_result = load("SSL_get_verify_result", from: ssl)
       SSL_get1_peer_certificate = load("SSL_get1_peer_certificate", from: ssl)

@@ -38,13 +38,34 @@ import Promises
     /// Only the thread that connects, sends and receives uses it (`TLSStream`); the box makes
     /// handing it over safe, and `close()` lets it go.
     private let tls = LockedBox<TLSStream?>(nil)
-    /// How long a read, a write or the connection set-up may wait without progress.
-    let idleTimeout: TimeInterval
+    /// How long a read, a write or the connection set-up may wait without progress; the request
+    /// that takes a kept-alive connection sets its own (`use(idleTimeout:)`).
+    private let timeout: LockedBox<TimeInterval>
+    var idleTimeout: TimeInterval { timeout.load() }
 
     /// Creates a connection that is not connected yet: `connect(host:port:)` connects it, and
     /// `stop()` can interrupt that from another thread.
     init(idleTimeout: TimeInterval) {
-      self.idleTimeout = idleTimeout
+      self.timeout = LockedBox(idleTimeout)
+    }
+
+    /// Sets the idle timeout of the request that takes the connection from the pool.
+    func use(idleTimeout: TimeInterval) {
+      timeout.withLock { $0 = idleTimeout }
+    }
+
+    /// Whether an idle, connected connection has nothing to read: the server has neither closed
+    /// it nor sent anything (bytes nobody asked for would be read as the next answer).
+    var isQuietWhileIdle: Bool {
+      let (fd, stopped) = state.withLock { ($0.descriptor, $0.stopped) }
+      guard let fd, !stopped else { return false }
+      if let stream = tls.load(), stream.hasPendingBytes { return false }
+      var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+      while true {
+        let ready = poll(&entry, 1, 0)
+        if ready < 0, errno == EINTR { continue }
+        return ready == 0
+      }
     }
 
     deinit {
@@ -641,6 +662,8 @@ import Promises
     let idleTimeout: TimeInterval
     init(idleTimeout: TimeInterval) { self.idleTimeout = idleTimeout }
     var isStopped: Bool { true }
+    var isQuietWhileIdle: Bool { false }
+    func use(idleTimeout: TimeInterval) {}
     func connect(host: String, port: Int) throws(URLError) {
       throw URLError(.unsupportedURL)
     }

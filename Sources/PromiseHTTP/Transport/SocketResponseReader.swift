@@ -30,12 +30,20 @@ struct SocketResponseReader {
     guard end < buffer.count else { return 0 }
     let count = try connection.receive(into: UnsafeMutableRawBufferPointer(rebasing: buffer[end...]))
     end += count
+    if count > 0 { receivedAny = true }
     return count
   }
 
   private var unconsumed: UnsafeRawBufferPointer {
     UnsafeRawBufferPointer(rebasing: buffer[start..<end])
   }
+
+  /// Whether any byte has arrived.
+  private(set) var receivedAny = false
+
+  /// Whether bytes arrived after the end of the body just read: nothing a request asked for,
+  /// so the connection must not carry another exchange.
+  var hasBytesAfterBody: Bool { start < end }
 
   /// Whether `readHead()` found the end of the stream before any byte of a final response: it
   /// then threw `SocketExchangeEnding.emptyReply`.
@@ -50,6 +58,9 @@ struct SocketResponseReader {
       while true {
         // Only the bytes that arrived since the last look are scanned (less the three a line
         // end may straddle): a head arriving a byte at a time costs linear time, not quadratic.
+        // Five bytes tell whether the server answers in HTTP at all (an SSH or SMTP server
+        // greets the client first): said at once, not after an idle timeout.
+        if end - start >= 5, !unconsumed.prefix(5).elementsEqual("HTTP/".utf8) { throw Self.notHTTP }
         let from = max(0, scanned - 3)
         if let found = HTTP1ResponseHead.end(in: UnsafeRawBufferPointer(rebasing: unconsumed[from...])) {
           let length = from + found
@@ -85,7 +96,7 @@ struct SocketResponseReader {
 
   /// Reads the body framed as `framing`, passing its bytes to `emit` as they arrive.
   mutating func readBody(
-    _ framing: HTTP1BodyFraming, emit: (UnsafeRawBufferPointer) -> Void
+    _ framing: HTTP1BodyFraming, emit: (UnsafeRawBufferPointer) throws(URLError) -> Void
   ) throws(URLError) {
     switch framing {
     case .none:
@@ -98,7 +109,7 @@ struct SocketResponseReader {
           guard try fill() > 0 else { throw Self.closedEarly(remaining: remaining) }
         }
         let count = Int(min(Int64(end - start), remaining))
-        emit(UnsafeRawBufferPointer(rebasing: buffer[start..<start + count]))
+        try emit(UnsafeRawBufferPointer(rebasing: buffer[start..<start + count]))
         start += count
         remaining -= Int64(count)
       }
@@ -120,13 +131,22 @@ struct SocketResponseReader {
     case .untilClose:
       while true {
         if start < end {
-          emit(unconsumed)
+          try emit(unconsumed)
         }
         start = 0
         end = 0
         guard try fill() > 0 else { return }
       }
     }
+  }
+
+  private static var notHTTP: URLError {
+    URLError(
+      .cannotParseResponse,
+      userInfo: [
+        NSLocalizedDescriptionKey:
+          "Received something that is not an HTTP response (the server did not answer in HTTP)"
+      ])
   }
 
   private static var headTooLong: URLError {

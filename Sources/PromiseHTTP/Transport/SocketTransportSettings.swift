@@ -6,7 +6,7 @@ import Foundation
 
 /// What the socket transport needs of a client's session configuration, read once.
 struct SocketTransportSettings: Sendable {
-  /// Whether the socket transport may serve a client's transfers at all: no proxy in the
+  /// Whether the socket transport may serve a client's requests at all: no proxy in the
   /// session's configuration, no protocol class of the caller's, and not turned off.
   var isAvailable: Bool
   /// `URLSessionConfiguration.httpAdditionalHeaders`, sent unless the request sets the field.
@@ -21,8 +21,11 @@ struct SocketTransportSettings: Sendable {
   /// The same for HTTPS, when the environment names a proxy for it (`https_proxy`,
   /// `all_proxy`); `nil` when it names none.
   var httpsProxyExemptions: [String]?
-  /// The client's TLS set-up for HTTPS, made on the first HTTPS transfer.
+  /// The client's TLS set-up for HTTPS, made on the first HTTPS request.
   var tls: TLSContextCache
+  /// The client's kept-alive connections: as many idle per origin as the session's
+  /// `httpMaximumConnectionsPerHost`.
+  var pool: SocketConnectionPool
   /// Whether TLS can be had: OpenSSL 3 could be loaded.
   ///
   /// Where not, HTTPS goes through
@@ -34,6 +37,7 @@ struct SocketTransportSettings: Sendable {
     environment: [String: String] = ProcessInfo.processInfo.environment
   ) {
     tls = TLSContextCache(trust: trust)
+    pool = SocketConnectionPool(maximumIdlePerHost: configuration.httpMaximumConnectionsPerHost)
     #if canImport(Glibc)
       supportsTLS = OpenSSL.loaded != nil
     #else
@@ -117,16 +121,14 @@ struct SocketTransportSettings: Sendable {
 
   /// The error of an HTTPS request to a pinned host that the socket transport does not serve,
   /// or `nil` when it may go through `URLSession` (which cannot check pins).
-  func pinRefusal(for request: URLRequest, prefersSocketTransport: Bool) -> URLError? {
+  func pinRefusal(for request: URLRequest) -> URLError? {
     guard let url = request.url, url.scheme?.lowercased() == "https", let host = url.host,
       tls.trust.pins(for: host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host) != nil
     else { return nil }
     let why =
-      !prefersSocketTransport
-      ? "only transfers (download, upload, stream) go over the socket transport"
-      : !supportsTLS
-        ? Self.tlsUnavailableReason
-        : "the socket transport cannot serve this request (a proxy, credentials in the URL, the urlSession transfer transport, or a body stream)"
+      !supportsTLS
+      ? Self.tlsUnavailableReason
+      : "the socket transport cannot serve this request (the urlSession engine, a proxy, credentials in the URL, or a body stream)"
     return URLError(
       .secureConnectionFailed,
       userInfo: [

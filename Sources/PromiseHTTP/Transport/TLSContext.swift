@@ -212,6 +212,9 @@ import Promises
       return result > 0 ? .done(Int(result)) : step(result, reading: false)
     }
 
+    /// Whether decrypted bytes wait in OpenSSL's buffer, unread.
+    var hasPendingBytes: Bool { context.library.SSL_pending(ssl) > 0 }
+
     private func step(_ result: Int32, reading: Bool) -> Step {
       let library = context.library
       let code = errno

@@ -20,9 +20,9 @@ struct ExchangeSettings: Sendable {
   /// Told of each attempt of an upload, the bytes each task has sent, the bytes that arrive,
   /// and how the request ended.
   var uploadObserver: (any UploadObserver)? = nil
-  /// Whether a request the socket transport can serve goes through it rather than `URLSession`
-  /// (a download's: see `SocketTask`).
-  var prefersSocketTransport = false
+  /// Whether the socket transport decodes a gzip or deflate body, as `URLSession` does: for
+  /// ordinary requests; a transfer's body is passed on as it was sent.
+  var decodesContent = false
 }
 
 /// What an `Exchange` drives: a `URLSession` task, or a task of the socket transport.
@@ -49,14 +49,14 @@ final class Transport: Sendable {
   /// Where the session's tasks are made, resumed and cancelled (see `SessionTask`).
   private let taskQueue = DispatchQueue(label: "PromiseHTTP.tasks")
 
-  /// Makes the session of `configuration`; `socketTransfers` says whether transfers may go over
-  /// the socket transport (`HTTPClient.TransferTransport.automatic`).
+  /// Makes the session of `configuration`; `socketTransport` says whether requests may go over
+  /// the socket transport (`HTTPClient.Engine.automatic`).
   init(
-    configuration: URLSessionConfiguration, callbackQueue: DispatchQueue, socketTransfers: Bool = true,
+    configuration: URLSessionConfiguration, callbackQueue: DispatchQueue, socketTransport: Bool = true,
     trust: HTTPClient.ServerTrust = .system
   ) {
     self.socketSettings = SocketTransportSettings(
-      configuration: configuration, enabled: socketTransfers, trust: trust)
+      configuration: configuration, enabled: socketTransport, trust: trust)
     let delegate = SessionDelegate()
     // The delegate's events run on a serial operation queue of their own, not on one whose
     // `underlyingQueue` is the client's queue: FoundationNetworking queues every body chunk
@@ -76,6 +76,7 @@ final class Transport: Sendable {
 
   deinit {
     session.finishTasksAndInvalidate()
+    socketSettings.pool.closeAll()
   }
 
   /// Starts a data task (an upload task for a file) for `request`; `completion` runs once
@@ -108,19 +109,21 @@ final class Transport: Sendable {
     return exchange
   }
 
-  /// Makes the task of `request`: a socket task if the settings prefer it and it can serve the
-  /// request, else a `URLSession` task, with a new copy of the upload body if there is one.
+  /// Makes the task of `request`: a socket task if the socket transport can serve the request
+  /// (`SocketTransportSettings.serves`), else a `URLSession` task, with a new copy of the upload
+  /// body if there is one.
   private func makeTask(
     _ request: URLRequest, settings: ExchangeSettings
   ) -> (any ExchangeTask, (any UploadBodyStream)?) {
     let body = settings.uploadBody?.makeTaskBody()
     let stream: (any UploadBodyStream)? = if case .stream(let stream) = body { stream } else { nil }
-    if settings.prefersSocketTransport, socketSettings.serves(request) {
-      return (SocketTask(request, body: body, settings: socketSettings), stream)
+    if socketSettings.serves(request) {
+      return (
+        SocketTask(request, body: body, settings: socketSettings, decodesContent: settings.decodesContent),
+        stream
+      )
     }
-    if let refusal = socketSettings.pinRefusal(
-      for: request, prefersSocketTransport: settings.prefersSocketTransport)
-    {
+    if let refusal = socketSettings.pinRefusal(for: request) {
       // `URLSession` would not check the host's pins: the request fails before it is sent.
       return (SocketTask(request, body: body, settings: socketSettings, refusal: refusal), stream)
     }

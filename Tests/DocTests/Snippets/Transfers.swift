@@ -212,22 +212,28 @@ struct TransfersExamples {
     await server.stop()
   }
 
-  @Test("The two transports send different User-Agents, and the one you set over both")
+  @Test("The two engines send different User-Agents, and the one you set over both")
   func userAgents() async throws {
-    // Docs/HTTP.md and Docs/Transfers.md: FoundationNetworking's for requests through URLSession,
-    // PromiseHTTP for the socket transport; defaultHeaders' for both.
+    // Docs/HTTP.md and Docs/Transfers.md: PromiseHTTP from the socket transport, for requests and
+    // transfers alike; FoundationNetworking's through URLSession; defaultHeaders' over both.
     let (_, _, server, client) = try MediaServer.example()
     _ = try await client.get("stream/config", headers: ["Authorization": "Bearer tok-42"]).value
     _ = try await client.download("recordings/take-1.mp4", to: server.url("take-1.mp4")).value
     let defaults = server.requests.map { $0.header("User-Agent") ?? "" }
-    #expect(defaults.count == 2)
-    #expect(defaults.first?.contains("(unknown version) curl/") == true, "\(defaults)")
-    #expect(defaults.last == "PromiseHTTP")
-    let named = HTTPClient(
-      baseURL: server.baseURL, configuration: .init(defaultHeaders: ["User-Agent": "Recorder/1.0"]))
+    #expect(defaults == ["PromiseHTTP", "PromiseHTTP"])
+    var sessionEngine = HTTPClient.Configuration()
+    sessionEngine.engine = .urlSession
+    let viaSession = HTTPClient(baseURL: server.baseURL, configuration: sessionEngine)
+    _ = try await viaSession.get("stream/config", headers: ["Authorization": "Bearer tok-42"]).value
+    let curl = server.requests.dropFirst(2).map { $0.header("User-Agent") ?? "" }
+    #expect(curl.count == 1 && curl[0].contains("(unknown version) curl/"), "\(curl)")
+    sessionEngine.defaultHeaders = ["User-Agent": "Recorder/1.0"]
+    let named = HTTPClient(baseURL: server.baseURL, configuration: sessionEngine)
     _ = try await named.get("stream/config", headers: ["Authorization": "Bearer tok-42"]).value
-    _ = try await named.download("recordings/take-1.mp4", to: server.url("take-1b.mp4")).value
-    let set = server.requests.dropFirst(2).map { $0.header("User-Agent") }
+    let socketNamed = HTTPClient(
+      baseURL: server.baseURL, configuration: .init(defaultHeaders: ["User-Agent": "Recorder/1.0"]))
+    _ = try await socketNamed.download("recordings/take-1.mp4", to: server.url("take-1b.mp4")).value
+    let set = server.requests.dropFirst(3).map { $0.header("User-Agent") }
     #expect(set == ["Recorder/1.0", "Recorder/1.0"])
     await server.stop()
   }
