@@ -10,8 +10,10 @@ import Promises
 // Workload 6: the story's auth → fetch → parse chain over loopback, three requests per chain:
 // POST device/register → POST auth/token → GET stream/config (with the bearer token) → decode.
 // `urlsession` is the same three requests written by hand with `URLSession` completion handlers
-// and `JSONDecoder` (THE baseline of this workload); `promise` is the PromiseHTTP chain. Both talk
-// to one in-process LoopbackServer over real sockets, each with its own ephemeral session.
+// and `JSONDecoder` (THE baseline of this workload); `promise` is the PromiseHTTP chain over the
+// default engine (on Linux the socket transport, its connections kept alive), and
+// `promise-urlsession` the same chain with `engine = .urlSession`. All talk to one in-process
+// LoopbackServer over real sockets, each with its own client or ephemeral session.
 
 private struct Registration: Codable, Sendable {
   let deviceID: String
@@ -61,29 +63,41 @@ extension Plan {
           return sum
         }
       },
-      BenchCase(workload: workload, variant: "promise", expected: expected) {
-        guard let server = storyServer else { throw BenchmarkFailure("the loopback server did not start") }
-        let client = HTTPClient(baseURL: server.baseURL, configuration: .init(callbackQueue: callbackQueue))
-        return {
-          var sum = 0
-          for _ in 0..<chains {
-            let bitrate = client.post("device/register", json: Registration(deviceID: "device-1"))
-              .decode(on: callbackQueue, Registration.self)
-              .then(on: callbackQueue) { registration in
-                client.post("auth/token", json: registration)
-              }
-              .decode(on: callbackQueue, Token.self)
-              .then(on: callbackQueue) { token in
-                client.get("stream/config", headers: ["Authorization": "Bearer \(token.value)"])
-              }
-              .decode(on: callbackQueue, StreamConfig.self)
-              .map(on: callbackQueue) { config in config.bitrateKbps }
-            sum &+= try bitrate.wait(timeout: waitLimitSeconds)
-          }
-          return sum
-        }
-      },
+      promiseCase(workload, variant: "promise", engine: .automatic, expected: expected),
+      promiseCase(workload, variant: "promise-urlsession", engine: .urlSession, expected: expected),
     ]
+  }
+
+  /// The PromiseHTTP chain over `engine`: the socket transport with kept-alive connections
+  /// (`.automatic`, on Linux), or the client's `URLSession`.
+  private func promiseCase(
+    _ workload: Workload, variant: String, engine: HTTPClient.Engine, expected: Int
+  ) -> BenchCase {
+    let chains = workload.units
+    return BenchCase(workload: workload, variant: variant, expected: expected) {
+      guard let server = storyServer else { throw BenchmarkFailure("the loopback server did not start") }
+      var configuration = HTTPClient.Configuration(callbackQueue: callbackQueue)
+      configuration.engine = engine
+      let client = HTTPClient(baseURL: server.baseURL, configuration: configuration)
+      return {
+        var sum = 0
+        for _ in 0..<chains {
+          let bitrate = client.post("device/register", json: Registration(deviceID: "device-1"))
+            .decode(on: callbackQueue, Registration.self)
+            .then(on: callbackQueue) { registration in
+              client.post("auth/token", json: registration)
+            }
+            .decode(on: callbackQueue, Token.self)
+            .then(on: callbackQueue) { token in
+              client.get("stream/config", headers: ["Authorization": "Bearer \(token.value)"])
+            }
+            .decode(on: callbackQueue, StreamConfig.self)
+            .map(on: callbackQueue) { config in config.bitrateKbps }
+          sum &+= try bitrate.wait(timeout: waitLimitSeconds)
+        }
+        return sum
+      }
+    }
   }
 }
 
