@@ -7,6 +7,9 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
   name: "Promises",
+  // Synchronization's `Atomic` and `Mutex`, which the core uses, need these; Linux has no
+  // minimum. Only Linux is built and tested (see the README).
+  platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
   products: [
     .library(name: "Promises", targets: ["Promises"]),
     .library(name: "PromiseHTTP", targets: ["PromiseHTTP"]),
