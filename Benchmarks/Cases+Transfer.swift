@@ -321,7 +321,7 @@ enum TransferScratch {
 }
 
 /// The size of the file at `url`.
-private func fileSize(_ url: URL) throws -> Int {
+func fileSize(_ url: URL) throws -> Int {
   var info = stat()
   guard stat(url.path, &info) == 0 else {
     throw BenchmarkFailure("cannot stat \(url.path): errno \(errno)")
@@ -330,7 +330,7 @@ private func fileSize(_ url: URL) throws -> Int {
 }
 
 /// What a curl run printed and how it ended.
-private struct CurlResult {
+struct CurlResult {
   let status: Int32
   let standardOutput: String
   let standardError: String
@@ -339,7 +339,7 @@ private struct CurlResult {
 /// Runs /usr/bin/curl quietly (errors shown) with `arguments`, without any proxy, and waits.
 ///
 /// The hour's limit only keeps a stuck curl from hanging the run; no transfer comes near it.
-private func runCurl(_ arguments: [String]) throws -> CurlResult {
+func runCurl(_ arguments: [String]) throws -> CurlResult {
   let outcome: ChildProcess.Outcome
   do {
     outcome = try ChildProcess.run(

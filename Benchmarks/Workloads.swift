@@ -37,6 +37,7 @@ struct Plan {
     cases += fanOutCases()
     cases += httpCases()
     cases += transferCases()
+    cases += externalHTTPSCases()
     cases += deepChainCases()
     return cases
   }
