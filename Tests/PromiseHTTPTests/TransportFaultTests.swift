@@ -34,7 +34,7 @@ struct TransportFaultTests {
     guard case .transport? = error else { Issue.record("got \(String(describing: error))"); return }
   }
 
-  @Test func aHeaderValueThatIsNotUTF8IsAParseFailureThatSaysSoOverURLSession() async throws {
+  @Test func aHeaderValueThatIsNotUTF8IsAParseFailureThatSaysSoThroughURLSession() async throws {
     let (error, _) = try await run(
       "a header field in ISO-8859-1", .raw(Self.latin1Response), engine: .urlSession)
     guard case .transport(let urlError, _)? = error else {
