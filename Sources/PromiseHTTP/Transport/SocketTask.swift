@@ -6,7 +6,7 @@ import Promises
 #endif
 
 /// A task of the socket transport: one request over a kept-alive connection of the client's
-/// pool or a new one, read on a thread of its own, its events fed to its `Exchange` as the
+/// pool or a new one, read on a thread of its own (`SocketThreads`), its events fed to its `Exchange` as the
 /// session delegate feeds a data task's.
 ///
 /// Why it exists: FoundationNetworking crashes on legal responses (trailers after a chunked
@@ -77,9 +77,7 @@ final class SocketTask: ExchangeTask {
       return true
     }
     guard starts, let exchange = exchange.load() else { return }
-    let thread = Thread { [self] in run(exchange) }
-    thread.name = "PromiseHTTP.socket"
-    thread.start()
+    SocketThreads.shared.run { [self] in run(exchange) }
   }
 
   func cancel() {

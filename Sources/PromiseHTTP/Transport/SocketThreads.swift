@@ -1,0 +1,96 @@
+import Foundation
+import Promises
+
+/// The threads the socket transport's tasks run on: one per task in flight, each kept for a
+/// while once idle and given the next task, so that a request does not pay for a new thread.
+///
+/// A socket task blocks its thread on the socket for the whole exchange, so a task needs a
+/// thread of its own while it runs; the number of threads is the number of requests in flight
+/// (bounded by the clients' per-origin limits), not the number of requests sent. An idle thread
+/// waits `idleLifetime` for work, then ends; at most `maximumIdle` wait at once.
+final class SocketThreads: Sendable {
+  /// The threads of every client of the process.
+  static let shared = SocketThreads()
+
+  /// One thread's hand-over slot.
+  private final class Worker: @unchecked Sendable {
+    // Safety of `@unchecked Sendable`: `work` is read and written only while `condition` is
+    // locked; the worker's thread takes it, and `SocketThreads.run` puts it there.
+    let condition = NSCondition()
+    var work: (@Sendable () -> Void)?
+  }
+
+  /// The idle workers, most recently idle last (a warm one is taken first).
+  private let idle = LockedBox<[Worker]>([])
+  /// How long an idle thread waits for work before it ends.
+  let idleLifetime: TimeInterval
+  /// The most idle threads kept.
+  let maximumIdle: Int
+
+  init(idleLifetime: TimeInterval = 10, maximumIdle: Int = 64) {
+    self.idleLifetime = idleLifetime
+    self.maximumIdle = maximumIdle
+  }
+
+  /// The number of threads waiting for work.
+  var idleCount: Int { idle.withLock { $0.count } }
+
+  /// Runs `work` on an idle thread, or on a new one when none is idle.
+  func run(_ work: @escaping @Sendable () -> Void) {
+    if let worker = idle.withLock({ $0.popLast() }) {
+      worker.condition.lock()
+      worker.work = work
+      worker.condition.signal()
+      worker.condition.unlock()
+      return
+    }
+    let worker = Worker()
+    worker.work = work
+    let thread = Thread { [self] in loop(worker) }
+    thread.name = "PromiseHTTP.socket"
+    thread.start()
+  }
+
+  /// Takes the worker's work and runs it; the closure (and what it holds: a task, its
+  /// exchange, the client's transport) is released on return, not kept while the thread idles.
+  private func runWork(of worker: Worker) {
+    worker.condition.lock()
+    let work = worker.work
+    worker.work = nil
+    worker.condition.unlock()
+    work?()
+  }
+
+  /// A worker's life: run its work, wait idle for more, end when none comes in time.
+  private func loop(_ worker: Worker) {
+    while true {
+      runWork(of: worker)
+      // Idle: offered to the next `run`, unless enough threads wait already.
+      let kept = idle.withLock { idle in
+        guard idle.count < maximumIdle else { return false }
+        idle.append(worker)
+        return true
+      }
+      guard kept else { return }
+      let deadline = Date(timeIntervalSinceNow: idleLifetime)
+      worker.condition.lock()
+      while worker.work == nil {
+        guard worker.condition.wait(until: deadline) else { break }
+      }
+      let hasWork = worker.work != nil
+      worker.condition.unlock()
+      if hasWork { continue }
+      // Timed out: leave the idle list, unless `run` took the worker meanwhile and its work is
+      // on the way.
+      let left = idle.withLock { idle in
+        guard let index = idle.firstIndex(where: { $0 === worker }) else { return false }
+        idle.remove(at: index)
+        return true
+      }
+      if left { return }
+      worker.condition.lock()
+      while worker.work == nil { worker.condition.wait() }
+      worker.condition.unlock()
+    }
+  }
+}
