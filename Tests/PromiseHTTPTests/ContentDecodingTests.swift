@@ -49,7 +49,7 @@ struct ContentDecodingTests {
     try await withServer({ router in
       router.on("GET", "/br") { _ in Self.encoded("br", hello) }
     }) { server async throws in
-      let response = try await server.client().get("br").value
+      let response = try await server.client(engine: .automatic).get("br").value
       #expect(response.text == "hello")
       #expect(server.requests.first?.header("Accept-Encoding") == "gzip, deflate, br")
     }
@@ -91,7 +91,7 @@ struct ContentDecodingTests {
       router.on("GET", "/garbage") { _ in Self.encoded("gzip", Array("not gzip at all".utf8)) }
       router.on("GET", "/cut") { _ in Self.encoded("gzip", Array(gzipped.prefix(gzipped.count / 2))) }
     }) { server async throws in
-      let client = server.client()
+      let client = server.client(engine: .automatic)
       for path in ["garbage", "cut"] {
         let (result, _) = await outcome(of: client.get(path))
         guard case .transport(let error, _)? = httpError(result) else { continue }
@@ -107,7 +107,7 @@ struct ContentDecodingTests {
       router.on("GET", "/compress") { _ in Self.encoded("compress", [1, 2, 3]) }
       router.on("GET", "/empty") { _ in Self.encoded("gzip", []) }
     }) { server async throws in
-      let client = server.client()
+      let client = server.client(engine: .automatic)
       let unknown = try await client.get("compress").value
       let empty = try await client.get("empty").value
       #expect(Array(unknown.body) == [1, 2, 3])
@@ -125,7 +125,7 @@ struct ContentDecodingTests {
       try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
       defer { try? FileManager.default.removeItem(at: directory) }
       let destination = directory.appendingPathComponent("file.gz")
-      _ = try await server.client().download("file", to: destination).value
+      _ = try await server.client(engine: .automatic).download("file", to: destination).value
       #expect(Array(try Data(contentsOf: destination)) == gzipped)
       #expect(server.requests.first?.header("Accept-Encoding") == "identity")
     }

@@ -32,7 +32,7 @@ struct KeepAliveTests {
     try await withServer({ router in
       router.on("GET", "/n") { request in .respond(.json("{\"n\":\"\(request.query ?? "")\"}")) }
     }) { server async throws in
-      let client = server.client()
+      let client = server.client(engine: .automatic)
       for index in 0..<1_000 {
         let response = try await client.get("n", query: [URLQueryItem(name: "i", value: "\(index)")]).value
         guard response.text == "{\"n\":\"i=\(index)\"}" else {
@@ -54,7 +54,7 @@ struct KeepAliveTests {
       router.on("GET", "/empty") { _ in .respond(ServerResponse(status: 204)) }
       router.on("GET", "/text") { _ in .respond(.text("text")) }
     }) { server async throws in
-      let client = server.client()
+      let client = server.client(engine: .automatic)
       let chunked = try await client.get("chunked").value
       let empty = try await client.get("empty").value
       let head = try await client.head("text").value
@@ -74,7 +74,7 @@ struct KeepAliveTests {
       }
       router.on("GET", "/text") { _ in .respond(.text("text")) }
     }) { server async throws in
-      let client = server.client()
+      let client = server.client(engine: .automatic)
       #expect(try await client.get("closing").value.text == "bye")
       #expect(try await client.get("text", headers: ["Connection": "close"]).value.text == "text")
       #expect(try await client.get("text").value.text == "text")
@@ -89,7 +89,7 @@ struct KeepAliveTests {
       }
       router.on("GET", "/text") { _ in .respond(.text("text")) }
     }) { server async throws in
-      let client = server.client(maximumResponseSize: 1 << 20)
+      let client = server.client(maximumResponseSize: 1 << 20, engine: .automatic)
       let (result, _) = await outcome(of: client.get("big"))
       guard case .tooLarge? = httpError(result) else { return }
       #expect(try await client.get("text").value.text == "text")
@@ -105,7 +105,7 @@ struct KeepAliveTests {
       router.on("GET", "/first") { _ in .wrongContentLength(.text(planted), declared: 2) }
       router.on("GET", "/second") { _ in .respond(.text("fresh")) }
     }) { server async throws in
-      let client = server.client()
+      let client = server.client(engine: .automatic)
       #expect(try await client.get("first").value.text == "ok")
       #expect(try await client.get("second").value.text == "fresh")
       #expect(server.server.connectionCount == 2)
@@ -118,7 +118,7 @@ struct KeepAliveTests {
         .respond(ServerResponse(status: 200, headers: [("Keep-Alive", "timeout=1")], body: Array("s".utf8)))
       }
     }) { server async throws in
-      let client = server.client()
+      let client = server.client(engine: .automatic)
       _ = try await client.get("short").value
       _ = try await client.get("short").value
       #expect(server.server.connectionCount == 2)
@@ -133,7 +133,7 @@ struct KeepAliveTests {
         perConnection.count(request) == 2 ? .closeImmediately : .respond(.text("text"))
       }
     }) { server async throws in
-      let client = server.client()
+      let client = server.client(engine: .automatic)
       #expect(try await client.get("text").value.text == "text")
       #expect(try await client.get("text").value.text == "text")
       let requests = server.requests
@@ -154,7 +154,7 @@ struct KeepAliveTests {
         perConnection.count(request) == 2 ? .closeImmediately : .respond(.text("ordered"))
       }
     }) { server async throws in
-      let client = server.client()
+      let client = server.client(engine: .automatic)
       #expect(try await client.get("text").value.text == "text")
       let (result, _) = await outcome(of: client.post("order", json: ["item": 1]))
       guard case .transport(let error, _)? = httpError(result) else { return }

@@ -376,6 +376,7 @@ enum TLSFixtures {
 enum TLSFileServer {
   static let script = """
     import os, socket, ssl, sys, threading
+    \(TLSServer.lockedPrint)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(sys.argv[1], sys.argv[2])
     listener = socket.create_server(("127.0.0.1", 0), backlog=64)

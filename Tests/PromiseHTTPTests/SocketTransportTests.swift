@@ -197,7 +197,8 @@ struct SocketTransportTests {
           .chunked(ServerResponse(headers: [("ETag", "\"c1\"")], body: Self.content), chunkSize: 1000)
         }
       }) { server in
-        let download = try await server.client().download("file", to: directory.file()).value
+        let download = try await server.client(engine: .automatic).download("file", to: directory.file())
+          .value
         #expect(download.byteCount == Int64(Self.content.count))
         #expect(download.response.headers["Transfer-Encoding"] == "chunked")
         #expect(directory.fingerprint() == Fingerprint(Self.content))
@@ -216,7 +217,8 @@ struct SocketTransportTests {
             Self.content)
         }
       }) { server in
-        let download = try await server.client().download("file", to: directory.file()).value
+        let download = try await server.client(engine: .automatic).download("file", to: directory.file())
+          .value
         #expect(download.byteCount == Int64(Self.content.count))
         #expect(directory.fingerprint() == Fingerprint(Self.content))
         expectSent(over: .automatic, server.requests)
@@ -235,7 +237,8 @@ struct SocketTransportTests {
             Self.content)
         }
       }) { server in
-        let download = try await server.client().download("file", to: directory.file()).value
+        let download = try await server.client(engine: .automatic).download("file", to: directory.file())
+          .value
         #expect(download.response.statusCode == 200)
         #expect(download.response.headers["X-Final"] == "yes")
         #expect(download.response.headers["Link"] == nil)
@@ -256,7 +259,8 @@ struct SocketTransportTests {
             Self.content)
         }
       }) { server in
-        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        let (result, _) = await outcome(
+          of: server.client(engine: .automatic).download("file", to: directory.file()))
         #expect(Self.transportCode(result) == .cannotParseResponse)
         #expect(directory.names.isEmpty)
       }
@@ -270,7 +274,8 @@ struct SocketTransportTests {
           Self.raw("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n")
         }
       }) { server in
-        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        let (result, _) = await outcome(
+          of: server.client(engine: .automatic).download("file", to: directory.file()))
         #expect(Self.transportCode(result) == .cannotParseResponse)
         #expect(directory.names.isEmpty)
       }
@@ -286,7 +291,7 @@ struct SocketTransportTests {
         router.on("GET", "/old") { _ in .respond(.redirect(to: "/file?v=2", status: status)) }
         router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
       }) { server in
-        let download = try await server.client().download(
+        let download = try await server.client(engine: .automatic).download(
           "old", to: directory.file(), headers: ["Authorization": "Bearer same-origin"]
         ).value
         #expect(download.response.statusCode == 200)
@@ -308,7 +313,7 @@ struct SocketTransportTests {
       }) { server in
         let elsewhere = server.server.secondBaseURL.appendingPathComponent("file").absoluteString
         server.router.on("GET", "/old") { _ in .respond(.redirect(to: elsewhere)) }
-        let download = try await server.client().download(
+        let download = try await server.client(engine: .automatic).download(
           "old", to: directory.file(),
           headers: ["Authorization": "Bearer secret", "Cookie": "id=secret", "X-Trace": "t1"]
         ).value
@@ -333,7 +338,8 @@ struct SocketTransportTests {
       try await withServer({ router in
         router.on("GET", "/file") { _ in .respond(.text("no such file on this server", status: 404)) }
       }) { server in
-        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        let (result, _) = await outcome(
+          of: server.client(engine: .automatic).download("file", to: directory.file()))
         guard case .unacceptableStatus(404, let headers, let excerpt, let url)? = httpError(result) else {
           Issue.record("got \(result)")
           return
@@ -363,7 +369,7 @@ struct SocketTransportTests {
         }
         router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
       }) { server in
-        let client = server.client(sessionConfiguration: configuration)
+        let client = server.client(sessionConfiguration: configuration, engine: .automatic)
         _ = try await client.download("login", to: directory.file("login.txt")).value
         let stored = storage.cookies(for: server.baseURL) ?? []
         #expect(Set(stored.map { "\($0.name)=\($0.value)" }) == ["session=abc123", "theme=dark"])
@@ -385,7 +391,7 @@ struct SocketTransportTests {
       try await withServer({ router in
         router.on("GET", "/file") { _ in .respond(ServerResponse(body: Self.content)) }
       }) { server in
-        let client = server.client(sessionConfiguration: configuration)
+        let client = server.client(sessionConfiguration: configuration, engine: .automatic)
         _ = try await client.download("file", to: directory.file(), headers: ["x-overridden": "request"])
           .value
         let request = try #require(server.requests.first)
@@ -406,7 +412,7 @@ struct SocketTransportTests {
           .value
         _ = try await server.client(engine: .urlSession).download("file", to: directory.file("b"))
           .value
-        _ = try await server.client().download(
+        _ = try await server.client(engine: .automatic).download(
           "file", to: directory.file("c"), headers: ["User-Agent": "Mine/1.0"]
         ).value
         let agents = server.requests.map { $0.header("User-Agent") ?? "" }
@@ -447,7 +453,8 @@ struct SocketTransportTests {
       try await withServer({ router in
         router.on("GET", "/file") { _ in Self.raw(response) }
       }) { server in
-        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        let (result, _) = await outcome(
+          of: server.client(engine: .automatic).download("file", to: directory.file()))
         #expect(Self.transportCode(result) == .cannotParseResponse, "\(what)")
         #expect(directory.names.isEmpty)
         expectSent(over: .automatic, server.requests)
@@ -462,7 +469,8 @@ struct SocketTransportTests {
       try await withServer({ router in
         router.on("GET", "/file") { _ in Self.raw(head) }
       }) { server in
-        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        let (result, _) = await outcome(
+          of: server.client(engine: .automatic).download("file", to: directory.file()))
         #expect(Self.transportCode(result) == .cannotParseResponse)
         #expect(directory.names.isEmpty)
       }
@@ -474,7 +482,8 @@ struct SocketTransportTests {
       try await withServer({ router in
         router.on("GET", "/file") { _ in .closeImmediately }
       }) { server in
-        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        let (result, _) = await outcome(
+          of: server.client(engine: .automatic).download("file", to: directory.file()))
         #expect(Self.transportCode(result) == .networkConnectionLost)
         #expect(directory.names.isEmpty)
       }
@@ -496,7 +505,8 @@ struct SocketTransportTests {
       try await withServer({ router in
         router.on("GET", "/file") { _ in Self.raw(response) }
       }) { server in
-        let (result, _) = await outcome(of: server.client().download("file", to: directory.file()))
+        let (result, _) = await outcome(
+          of: server.client(engine: .automatic).download("file", to: directory.file()))
         #expect(Self.transportCode(result) == code, "\(what)")
         #expect(directory.names.isEmpty)
         expectSent(over: .automatic, server.requests)

@@ -121,7 +121,8 @@ struct StreamingTests {
     try await withServer({ router in
       router.on("GET", "/gzip") { _ in .gzipBomb(decompressedSize: 2 << 20) }
     }) { server in
-      let response = try await server.client(maximumResponseSize: 1024).stream("gzip").value
+      let response = try await server.client(maximumResponseSize: 1024, engine: .automatic).stream("gzip")
+        .value
       #expect(server.requests.last?.header("Accept-Encoding") == "identity")
       #expect(response.headers["Content-Encoding"] == "gzip")
       var received = Data()
@@ -140,7 +141,7 @@ struct StreamingTests {
     try await withServer({ router in
       router.on("GET", "/big") { _ in .respond(ServerResponse(body: body)) }
     }) { server in
-      let response = try await server.client().stream(
+      let response = try await server.client(engine: .automatic).stream(
         HTTPRequest(path: "big"), bufferSize: bufferSize, spillLimit: 1 << 20, file: #fileID, line: #line
       ).value
       let stream = response.body.lifetime.stream

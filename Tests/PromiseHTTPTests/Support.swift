@@ -34,7 +34,7 @@ struct TestServer {
     authenticator: TokenAuthenticator? = nil, interceptors: [any HTTPInterceptor] = [],
     scheduler: any PromiseScheduler = PromiseSchedulers.default,
     sessionConfiguration: URLSessionConfiguration = HTTPClient.makeDefaultConfiguration(),
-    engine: HTTPClient.Engine = .automatic
+    engine: HTTPClient.Engine = defaultTestEngine
   ) -> HTTPClient {
     var configuration = HTTPClient.Configuration(
       sessionConfiguration: sessionConfiguration, defaultHeaders: defaultHeaders, retryPolicy: retryPolicy,
@@ -45,6 +45,13 @@ struct TestServer {
     return HTTPClient(baseURL: baseURL, configuration: configuration)
   }
 }
+
+/// The engine of a test's client when the test names none: `.automatic` (on Linux the socket
+/// transport), or `.urlSession` when the environment says `PROMISEHTTP_ENGINE=urlSession`. CI
+/// runs the HTTP tests both ways, so that a test written once covers both engines; a test of
+/// one engine's own behaviour names it.
+let defaultTestEngine: HTTPClient.Engine =
+  ProcessInfo.processInfo.environment["PROMISEHTTP_ENGINE"] == "urlSession" ? .urlSession : .automatic
 
 /// Whether a download to the loopback server goes over the socket transport under `.automatic`:
 /// not when the environment names a proxy for plain HTTP, which libcurl would use (see

@@ -148,9 +148,21 @@ final class TLSServer: Sendable {
   /// Everything the server printed, line by line.
   let output: Lines
 
+  /// Python lines that make `print` write each line whole, under a lock: the built-in print
+  /// writes the text and its line end apart, and two threads' lines interleaved
+  /// ("failedconnections 3", which `connections()` could not read). Put after the imports.
+  static let lockedPrint = """
+    lock = threading.Lock()
+    def print(*parts, flush=True):
+        with lock:
+            sys.stdout.write(" ".join(str(part) for part in parts) + "\\n")
+            sys.stdout.flush()
+    """
+
   /// The server's program: answers every request with "hello over TLS".
   static let script = """
     import os, socket, ssl, sys, threading
+    \(TLSServer.lockedPrint)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(sys.argv[1], sys.argv[2])
     listener = socket.create_server(("127.0.0.1", 0))

@@ -51,7 +51,7 @@ struct TransportFaultTests {
     try await withServer({ router in
       router.on("GET", "/fault") { _ in .raw(Self.latin1Response) }
     }) { server in
-      let response = try await server.client().get("fault").value
+      let response = try await server.client(engine: .automatic).get("fault").value
       #expect(response.headers["X-Name"] == "\u{E9}")
       #expect(response.text == "ok")
     }

@@ -152,7 +152,7 @@ struct UploadTests {
     try await withServer({ router in
       router.on("POST", "/stream") { request in .respond(.text("\(request.body.count)")) }
     }) { server in
-      let response = try await server.client().upload(
+      let response = try await server.client(engine: .automatic).upload(
         .stream(Self.chunks(pieces), length: Int64(expected.count)), to: "stream"
       ).value
       #expect(response.statusCode == 200)
@@ -186,7 +186,7 @@ struct UploadTests {
           continuation.finish()
         }
       }
-      let response = try await server.client().upload(.stream(chunks), to: "stream").value
+      let response = try await server.client(engine: .automatic).upload(.stream(chunks), to: "stream").value
       #expect(response.statusCode == 200)
       #expect(connected.load())
       #expect(Data(try #require(server.requests.first).body) == first + Data("end".utf8))
@@ -381,7 +381,7 @@ struct UploadTests {
       router.on("PUT", "/stream") { _ in calls.next() == 1 ? .closeImmediately : .respond(.text("ok")) }
       router.on("PUT", "/moved") { _ in .respond(.redirect(to: "/stream", status: 307)) }
     }) { server in
-      let client = server.client(retryPolicy: quickRetries())
+      let client = server.client(retryPolicy: quickRetries(), engine: .automatic)
       let (result, _) = await outcome(
         of: client.upload(.stream(Self.chunks(pieces)), to: "stream", method: .put))
       guard case .transport(let error, _)? = httpError(result) else {
@@ -476,7 +476,7 @@ struct UploadTests {
     }) { server in
       let client =
         raw.map { HTTPClient(baseURL: $0.baseURL, configuration: .init(retryPolicy: .none)) }
-        ?? server.client()
+        ?? server.client(engine: .automatic)
       var outcomes: [String: Int] = [:]
       for _ in 0..<20 {
         let (result, _) = await outcome(of: client.upload(.file(url), to: "upload", method: .put))
@@ -545,7 +545,7 @@ struct UploadTests {
       router.on("POST", "/up") { request in .respond(.text("\(request.body.count)")) }
     }) { server in
       // A Content-Length of the caller's beside a body sent chunked would be both: refused (400).
-      let response = try await server.client().upload(
+      let response = try await server.client(engine: .automatic).upload(
         .stream(Self.chunks(pieces)), to: "up",
         headers: ["Content-Length": "46", "Transfer-Encoding": "gzip"]
       ).value

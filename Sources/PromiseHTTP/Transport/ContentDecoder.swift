@@ -72,12 +72,26 @@ import Foundation
     /// Whether the coded stream has ended; later bytes are ignored.
     var ended: Bool { get }
     /// Whether any input went in.
-    var consumed: Bool { get }
-    /// Decodes `input`, passing each piece of output (at most `output.count` bytes) to `emit`.
-    func feed(
+    var consumed: Bool { get set }
+    /// Decodes `input` (not empty, the stream not ended), passing each piece of output (at
+    /// most `output.count` bytes) to `emit`.
+    func decode(
       _ input: UnsafeRawBufferPointer, output: UnsafeMutableRawBufferPointer,
       emit: (UnsafeRawBufferPointer) throws(URLError) -> Void
     ) throws(URLError)
+  }
+
+  extension StreamDecoder {
+    /// Decodes `input` unless it is empty or the stream has ended (later bytes are ignored, as
+    /// libcurl ignores them).
+    func feed(
+      _ input: UnsafeRawBufferPointer, output: UnsafeMutableRawBufferPointer,
+      emit: (UnsafeRawBufferPointer) throws(URLError) -> Void
+    ) throws(URLError) {
+      guard !ended, !input.isEmpty else { return }
+      consumed = true
+      try decode(input, output: output, emit: emit)
+    }
   }
 
   /// The system's brotli decoder (`libbrotlidec.so.1`, which libcurl links for the same
@@ -126,7 +140,7 @@ import Foundation
     private let brotli: Brotli
     private let state: OpaquePointer
     private(set) var ended = false
-    private(set) var consumed = false
+    var consumed = false
 
     init(brotli: Brotli) throws(URLError) {
       guard let state = brotli.create(nil, nil, nil) else {
@@ -140,12 +154,10 @@ import Foundation
       brotli.destroy(state)
     }
 
-    func feed(
+    func decode(
       _ input: UnsafeRawBufferPointer, output: UnsafeMutableRawBufferPointer,
       emit: (UnsafeRawBufferPointer) throws(URLError) -> Void
     ) throws(URLError) {
-      guard !ended, !input.isEmpty else { return }
-      consumed = true
       var availableIn = input.count
       var nextIn: UnsafePointer<UInt8>? = input.baseAddress!.assumingMemoryBound(to: UInt8.self)
       while true {
@@ -179,7 +191,7 @@ import Foundation
     private(set) var ended = false
     /// Whether any output came out (a raw-deflate retry is only tried before).
     private var produced = false
-    private(set) var consumed = false
+    var consumed = false
     private let coding: ContentCoding
     /// For deflate: whether the zlib wrapper was missing and the stream is read as raw deflate.
     private var raw = false
@@ -210,12 +222,10 @@ import Foundation
       initialized = true
     }
 
-    func feed(
+    func decode(
       _ input: UnsafeRawBufferPointer, output: UnsafeMutableRawBufferPointer,
       emit: (UnsafeRawBufferPointer) throws(URLError) -> Void
     ) throws(URLError) {
-      guard !ended, !input.isEmpty else { return }
-      consumed = true
       let before = head
       if coding == .deflate, !raw, !produced, head.count < 64 { head += input.prefix(64) }
       var offset = 0
