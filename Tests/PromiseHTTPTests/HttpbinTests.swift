@@ -12,6 +12,11 @@ import Testing
 /// the tests (`HttpbinServer`). Three of these cases found bugs the loopback server's tests had
 /// not: a redirect's lost body, a path escape that changed meaning, an unreadable header.
 ///
+/// Every case runs over both engines (`engines`): the socket transport and `URLSession`; where
+/// they differ, the case says what each does. A subset (`routes`) runs over TLS as well, against
+/// a second gunicorn with a certificate signed by an authority the tests make, over the socket
+/// transport only (see `routes` for why not `URLSession`).
+///
 /// Runs only with `PROMISEHTTP_HTTPBIN=1` and where python3 can import httpbin and gunicorn:
 /// `.ci/run` installs both and runs this suite in a step of its own, apart from the timing tests
 /// (two CI runs stalled while it ran beside them; the cause was not pinned down).
@@ -34,38 +39,71 @@ struct HttpbinTests {
   /// The socket transport and `URLSession`.
   static let engines: [HTTPClient.Engine] = [.automatic, .urlSession]
 
+  /// Whether the cases over TLS run: only the socket transport can trust the authority the
+  /// tests make (see `overTLSOnlyTheSocketTransportTrustsTheClientsAuthority`), so they need it
+  /// to serve HTTPS (OpenSSL 3 loads, no proxy in the environment).
+  static let overTLSRuns = OpenSSL.loaded != nil && socketTransportServesLoopback
+
+  /// How a case reaches httpbin: the engine, in plain HTTP or over TLS.
+  struct Route: Sendable, CustomTestStringConvertible {
+    let engine: HTTPClient.Engine
+    let overTLS: Bool
+
+    /// `engine` in plain HTTP.
+    static func plain(_ engine: HTTPClient.Engine) -> Route { Route(engine: engine, overTLS: false) }
+
+    var testDescription: String { "\(engine)" + (overTLS ? " over TLS" : "") }
+  }
+
+  /// Each engine in plain HTTP and, where `overTLSRuns`, the socket transport over TLS.
+  ///
+  /// Not `URLSession` over TLS: FoundationNetworking on Linux trusts only libcurl's CA bundle
+  /// (`/etc/ssl/certs/ca-certificates.crt`), which a test may not change, and nothing in the
+  /// process adds to it: it reads `URLSessionCertificateAuthorityInfoFile` on Android only,
+  /// libcurl ignores `SSL_CERT_FILE`, `SSL_CERT_DIR` and `CURL_CA_BUNDLE`, and no server-trust
+  /// challenge reaches a delegate (Docs/HTTP.md, "Trusting a private certificate authority on
+  /// Linux").
+  static let routes: [Route] =
+    engines.map(Route.plain) + (overTLSRuns ? [Route(engine: .automatic, overTLS: true)] : [])
+
   private func client(
-    retryPolicy: RetryPolicy = .none, maximumResponseSize: Int = 1 << 20,
-    engine: HTTPClient.Engine = .automatic
+    _ route: Route, retryPolicy: RetryPolicy = .none, maximumResponseSize: Int = 1 << 20
   ) async throws -> HTTPClient {
     _ = loopbackBypassesProxy
-    let server = try await offThePool { HttpbinServer.shared }.get()
+    let server = try await offThePool { route.overTLS ? HttpbinServer.overTLS : HttpbinServer.shared }.get()
     var configuration = HTTPClient.Configuration(
       retryPolicy: retryPolicy, maximumResponseSize: maximumResponseSize)
-    configuration.engine = engine
+    configuration.engine = route.engine
+    if let authority = server.authority {
+      configuration.serverTrust = .init(additionalCertificates: [authority])
+    }
     return HTTPClient(baseURL: server.baseURL, configuration: configuration)
   }
 
-  @Test func queryItemsArriveAsTheyWereGiven() async throws {
-    let client = try await client()
+  @Test(arguments: routes)
+  func queryItemsArriveAsTheyWereGiven(route: Route) async throws {
+    let client = try await client(route)
     let echo = try await client.get(
       "anything",
       query: [URLQueryItem(name: "a b", value: "c&d=é+f"), URLQueryItem(name: "empty", value: nil)]
     ).decode(Echo.self).value
     #expect(echo.method == "GET")
     #expect(echo.args == ["a b": "c&d=é+f", "empty": ""])
+    expectUserAgent(echo.headers["User-Agent"], of: route.engine, echo.url)
   }
 
-  @Test func jsonIsSentAndAnswered() async throws {
-    let client = try await client()
+  @Test(arguments: routes)
+  func jsonIsSentAndAnswered(route: Route) async throws {
+    let client = try await client(route)
     let echo = try await client.post("anything", json: ["x": 1]).validate().decode(Echo.self).value
     #expect(echo.json == ["x": 1])
     #expect(echo.headers["Content-Type"] == "application/json")
+    expectUserAgent(echo.headers["User-Agent"], of: route.engine, echo.url)
   }
 
-  @Test(arguments: [307, 308])
-  func aRedirectThatKeepsTheMethodKeepsTheBody(status: Int) async throws {
-    let client = try await client()
+  @Test(arguments: [307, 308], routes)
+  func aRedirectThatKeepsTheMethodKeepsTheBody(status: Int, route: Route) async throws {
+    let client = try await client(route)
     let echo = try await client.put(
       "redirect-to",
       query: [
@@ -75,10 +113,12 @@ struct HttpbinTests {
     ).decode(Echo.self).value
     #expect(echo.method == "PUT")
     #expect(echo.json == ["k": 1])
+    expectUserAgent(echo.headers["User-Agent"], of: route.engine, echo.url)
   }
 
-  @Test func aSeeOtherRedirectIsAGetWithoutTheBodysFields() async throws {
-    let client = try await client()
+  @Test(arguments: engines)
+  func aSeeOtherRedirectIsAGetWithoutTheBodysFields(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine))
     let echo = try await client.post(
       "redirect-to",
       query: [
@@ -89,10 +129,12 @@ struct HttpbinTests {
     #expect(echo.method == "GET")
     #expect(echo.data == "")
     #expect(echo.headers["Content-Type"] == nil)
+    expectUserAgent(echo.headers["User-Agent"], of: engine, echo.url)
   }
 
-  @Test func tooManyRedirectsIsTyped() async throws {
-    let client = try await client()
+  @Test(arguments: engines)
+  func tooManyRedirectsIsTyped(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine))
     let (result, _) = await outcome(of: client.get("redirect/11"))
     guard case .tooManyRedirects(let limit, _)? = httpError(result) else {
       Issue.record("expected tooManyRedirects, got \(result)")
@@ -101,35 +143,54 @@ struct HttpbinTests {
     #expect(limit == HTTPClient.defaultMaximumRedirects)
   }
 
-  @Test(arguments: ["gzip", "deflate", "brotli"], engines)
-  func compressedBodiesArriveInflated(encoding: String, engine: HTTPClient.Engine) async throws {
-    let client = try await client(engine: engine)
+  @Test(arguments: ["gzip", "deflate", "brotli"], routes)
+  func compressedBodiesArriveInflated(encoding: String, route: Route) async throws {
+    let client = try await client(route)
     let response = try await client.get(encoding).value
     struct Flag: Decodable { let gzipped: Bool?, deflated: Bool?, brotli: Bool? }
     let flag = try JSONDecoder().decode(Flag.self, from: response.body)
     #expect(flag.gzipped == true || flag.deflated == true || flag.brotli == true, "\(response.text)")
   }
 
-  @Test func aChunkedStreamArrivesWhole() async throws {
-    let client = try await client()
+  @Test(arguments: routes)
+  func aChunkedStreamArrivesWhole(route: Route) async throws {
+    let client = try await client(route)
     let response = try await client.get("stream/25").value
     #expect(response.text.split(separator: "\n").count == 25)
   }
 
-  @Test func aPathEscapeMeansTheSameNextToCharactersThatNeedEscaping() async throws {
-    let client = try await client()
+  @Test(arguments: routes)
+  func aMebibyteGoesUpAndComesBackWhole(route: Route) async throws {
+    // httpbin's /bytes and /stream-bytes stop at 100 KiB: /anything echoes a binary body as a
+    // base64 data URL, about 1.4 MiB of JSON for 1 MiB sent.
+    let client = try await client(route, maximumResponseSize: 4 << 20)
+    let body = TLSFileServer.body(1 << 20)
+    let echo = try await client.put(
+      "anything", headers: ["Content-Type": "application/octet-stream"], body: body
+    ).decode(Echo.self).value
+    let prefix = "data:application/octet-stream;base64,"
+    #expect(echo.data.hasPrefix(prefix), "\(echo.data.prefix(80))")
+    #expect(Data(base64Encoded: String(echo.data.dropFirst(prefix.count))) == body, "byte-identical")
+    #expect(echo.headers["Content-Length"] == "\(1 << 20)")
+    expectUserAgent(echo.headers["User-Agent"], of: route.engine, echo.url)
+  }
+
+  @Test(arguments: engines)
+  func aPathEscapeMeansTheSameNextToCharactersThatNeedEscaping(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine))
     let response = try await client.get("anything/a%2Fb/ü x").value
     #expect(response.url.absoluteString.hasSuffix("/anything/a%2Fb/%C3%BC%20x"), "\(response.url)")
     // gunicorn decodes the path once: an escape sent twice over (`%252F`) would echo as `%2F`.
     let echo = try JSONDecoder().decode(Echo.self, from: response.body)
     #expect(echo.url.contains("/anything/a/b/"), "\(echo.url)")
+    expectUserAgent(echo.headers["User-Agent"], of: engine, echo.url)
   }
 
   @Test(arguments: engines)
   func aHeaderInISO88591IsReadAsSuchOrIsAParseFailureThatSaysSo(engine: HTTPClient.Engine) async throws {
     // gunicorn writes header values in ISO-8859-1; FoundationNetworking reads only UTF-8, the
     // socket transport reads a value that is not UTF-8 as ISO-8859-1.
-    let client = try await client(engine: engine)
+    let client = try await client(.plain(engine))
     let (result, _) = await outcome(
       of: client.get("response-headers", query: [URLQueryItem(name: "X-Name", value: "é")]))
     if engine == .automatic && socketTransportServesLoopback {
@@ -144,8 +205,9 @@ struct HttpbinTests {
     #expect(urlError.localizedDescription.contains("accepts only UTF-8"), "\(urlError.localizedDescription)")
   }
 
-  @Test func aStatusOutsideTheAcceptedRangeCarriesItsBody() async throws {
-    let client = try await client()
+  @Test(arguments: routes)
+  func aStatusOutsideTheAcceptedRangeCarriesItsBody(route: Route) async throws {
+    let client = try await client(route)
     let (result, _) = await outcome(of: client.get("status/418"))
     guard case .unacceptableStatus(let status, _, let excerpt, _)? = httpError(result) else {
       Issue.record("expected unacceptableStatus, got \(result)")
@@ -155,14 +217,16 @@ struct HttpbinTests {
     #expect(excerpt.contains("teapot"))
   }
 
-  @Test func aServerErrorIsRetriedThenReported() async throws {
-    let client = try await client(retryPolicy: quickRetries(3))
+  @Test(arguments: engines)
+  func aServerErrorIsRetriedThenReported(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine), retryPolicy: quickRetries(3))
     let (result, _) = await outcome(of: client.get("status/503"))
     #expect(httpError(result)?.statusCode == 503)
   }
 
-  @Test func aBodyOverTheLimitIsTooLarge() async throws {
-    let client = try await client(maximumResponseSize: 100_000)
+  @Test(arguments: engines)
+  func aBodyOverTheLimitIsTooLarge(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine), maximumResponseSize: 100_000)
     let (result, _) = await outcome(
       of: client.get(
         "drip",
@@ -174,8 +238,9 @@ struct HttpbinTests {
     #expect(limit == 100_000)
   }
 
-  @Test func aDeadlineEndsASlowResponse() async throws {
-    let client = try await client()
+  @Test(arguments: engines)
+  func aDeadlineEndsASlowResponse(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine))
     let start = ContinuousClock.now
     let (result, elapsed) = await outcome(
       of: client.get("delay/10", deadline: .after(.milliseconds(500))), since: start)
@@ -186,8 +251,9 @@ struct HttpbinTests {
     #expect(elapsed < .seconds(5))
   }
 
-  @Test func cancellingEndsASlowResponse() async throws {
-    let client = try await client()
+  @Test(arguments: engines)
+  func cancellingEndsASlowResponse(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine))
     let promise = client.get("delay/10")
     let start = ContinuousClock.now
     promise.cancel()
@@ -196,8 +262,9 @@ struct HttpbinTests {
     #expect(elapsed < .seconds(5))
   }
 
-  @Test func badJSONIsADecodingError() async throws {
-    let client = try await client()
+  @Test(arguments: engines)
+  func badJSONIsADecodingError(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine))
     let (result, _) = await outcome(of: client.get("html").decode(Echo.self))
     guard case .decoding(let type, _, _, let excerpt, _)? = httpError(result) else {
       Issue.record("expected decoding, got \(result)")
@@ -207,11 +274,12 @@ struct HttpbinTests {
     #expect(excerpt.contains("<!DOCTYPE html>"))
   }
 
-  @Test func aDecodingErrorOfAnEchoedURLCarriesNoSecret() async throws {
+  @Test(arguments: engines)
+  func aDecodingErrorOfAnEchoedURLCarriesNoSecret(engine: HTTPClient.Engine) async throws {
     // httpbin's /get echoes the request's URL in its JSON ("url": "http://…?access_token=…"):
     // the body excerpt of the decoding error must not carry the token.
     struct Wrong: Decodable, Sendable { let missing: Int }
-    let client = try await client()
+    let client = try await client(.plain(engine))
     let secret = "s3cr3t-token-value"
     let (result, _) = await outcome(
       of: client.get(
@@ -228,12 +296,14 @@ struct HttpbinTests {
     }
   }
 
-  @Test func fiftyConcurrentRequestsAllArrive() async throws {
-    let client = try await client()
+  @Test(arguments: engines)
+  func fiftyConcurrentRequestsAllArrive(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine))
     let responses = try await Promise.all((0..<50).map { client.get("anything/\($0)").decode(Echo.self) })
       .value
     #expect(
       responses.map(\.url) == (0..<50).map { "http://127.0.0.1:\(responses[0].url.port)/anything/\($0)" })
+    for echo in responses { expectUserAgent(echo.headers["User-Agent"], of: engine, echo.url) }
   }
 
   /// What httpbin's `/post` echoes of a form.
@@ -243,8 +313,9 @@ struct HttpbinTests {
     let headers: [String: String]
   }
 
-  @Test func aMultipartFormWithAFileFromDiskArrivesWhole() async throws {
-    let client = try await client()
+  @Test(arguments: engines)
+  func aMultipartFormWithAFileFromDiskArrivesWhole(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine))
     let scratch = try UploadTests.Scratch()
     defer { scratch.remove() }
     let text = String(repeating: "line of the report\r\n", count: 5000)
@@ -259,10 +330,12 @@ struct HttpbinTests {
     #expect(echo.form == ["author": "Ada Lovelace", "empty": "", "note": "ünïcödé"])
     #expect(echo.files == ["report": text, "meta": "{\"a\":1}"])
     #expect(echo.headers["Content-Type"] == form.contentType)
+    expectUserAgent(echo.headers["User-Agent"], of: engine, "POST /post")
   }
 
-  @Test func aFileArrivesWithItsLength() async throws {
-    let client = try await client()
+  @Test(arguments: engines)
+  func aFileArrivesWithItsLength(engine: HTTPClient.Engine) async throws {
+    let client = try await client(.plain(engine))
     let scratch = try UploadTests.Scratch()
     defer { scratch.remove() }
     let text = String(repeating: "0123456789", count: 10_000)
@@ -274,6 +347,28 @@ struct HttpbinTests {
     #expect(echo.method == "PUT")
     #expect(echo.data == text)
     #expect(echo.headers["Content-Length"] == "100000")
+    expectUserAgent(echo.headers["User-Agent"], of: engine, echo.url)
+  }
+
+  @Test(
+    .enabled(if: overTLSRuns, "the socket transport cannot serve HTTPS here (no OpenSSL 3, or a proxy)"),
+    arguments: engines)
+  func overTLSOnlyTheSocketTransportTrustsTheClientsAuthority(engine: HTTPClient.Engine) async throws {
+    // Both clients have the authority in `serverTrust`; FoundationNetworking cannot use it (see
+    // `routes`), so over `URLSession` the certificate is untrusted, as the client documents.
+    let client = try await client(Route(engine: engine, overTLS: true))
+    let (result, _) = await outcome(of: client.get("anything").decode(Echo.self))
+    if engine == .automatic {
+      let echo = try result.get()
+      #expect(echo.url.hasPrefix("https://127.0.0.1:"), "\(echo.url)")
+      expectUserAgent(echo.headers["User-Agent"], of: engine, echo.url)
+      return
+    }
+    guard case .transport(let urlError, _)? = httpError(result) else {
+      Issue.record("expected a transport failure, got \(result)")
+      return
+    }
+    #expect(urlError.code == .serverCertificateUntrusted, "\(urlError.localizedDescription)")
   }
 }
 

@@ -311,64 +311,6 @@ private func withFileServer<T>(
   }
 }
 
-enum TLSFixtures {
-  /// Runs `openssl` with `arguments`, where each `@name` is the path of `name` in `directory`.
-  static func openssl(_ arguments: [String], in directory: URL) throws {
-    let arguments = arguments.map {
-      $0.hasPrefix("@") ? directory.appendingPathComponent(String($0.dropFirst())).path : $0
-    }
-    let outcome = try ChildProcess.run(
-      TLSTools.openssl ?? "openssl", arguments, mergingStandardError: true, timeout: .seconds(60))
-    guard !outcome.timedOut, outcome.isSuccess else {
-      throw TLSFixtureError(description: "openssl \(arguments) failed: \(outcome.standardOutputText)")
-    }
-  }
-
-  /// An authority (self-signed, valid) and a certificate for 127.0.0.1 it signed that expired in
-  /// 2020, made with `openssl ca` and explicit dates.
-  static func expiredChain(in directory: URL) throws -> (authority: TestCertificate, leaf: TestCertificate) {
-    let authority = TestCertificate(
-      certificate: directory.appendingPathComponent("ca.pem"), key: directory.appendingPathComponent("ca.key")
-    )
-    let leaf = TestCertificate(
-      certificate: directory.appendingPathComponent("leaf.pem"),
-      key: directory.appendingPathComponent("leaf.key"))
-    try openssl(
-      [
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Test CA", "-keyout",
-        "@ca.key",
-        "-out", "@ca.pem",
-      ], in: directory)
-    try openssl(
-      [
-        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-addext",
-        "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", "@leaf.key", "-out", "@leaf.csr",
-      ], in: directory)
-    let config = """
-      [ca]
-      default_ca = authority
-      [authority]
-      database = \(directory.appendingPathComponent("index.txt").path)
-      new_certs_dir = \(directory.path)
-      serial = \(directory.appendingPathComponent("serial").path)
-      default_md = sha256
-      policy = anything
-      copy_extensions = copy
-      [anything]
-      commonName = supplied
-      """
-    try Data(config.utf8).write(to: directory.appendingPathComponent("ca.cnf"))
-    try Data().write(to: directory.appendingPathComponent("index.txt"))
-    try Data("01\n".utf8).write(to: directory.appendingPathComponent("serial"))
-    try openssl(
-      [
-        "ca", "-batch", "-config", "@ca.cnf", "-cert", "@ca.pem", "-keyfile", "@ca.key", "-in", "@leaf.csr",
-        "-out", "@leaf.pem", "-startdate", "20200101000000Z", "-enddate", "20200201000000Z", "-notext",
-      ], in: directory)
-    return (authority, leaf)
-  }
-}
-
 /// An HTTPS server on 127.0.0.1 (python3's `ssl`, a thread per connection; a `TLSServer` with
 /// its own program) that answers `GET /bytes/N` with N bytes of `body(N)` and a `PUT` with
 /// "received N", and records each request line and its `User-Agent`. It exits when its

@@ -68,16 +68,22 @@ func expectSent(
   sourceLocation: SourceLocation = #_sourceLocation
 ) {
   #expect(!requests.isEmpty, "no request arrived", sourceLocation: sourceLocation)
-  let socket = transport == .automatic && socketTransportServesLoopback
   for request in requests {
-    let agent = request.header("User-Agent") ?? ""
-    if socket {
-      #expect(agent == "PromiseHTTP", "\(request.path)", sourceLocation: sourceLocation)
-    } else {
-      #expect(
-        agent.contains("(unknown version) curl/"), "\(request.path): \(agent)", sourceLocation: sourceLocation
-      )
-    }
+    expectUserAgent(request.header("User-Agent"), of: transport, request.path, sourceLocation: sourceLocation)
+  }
+}
+
+/// Checks that `agent`, the `User-Agent` a request arrived with when it set none, is the one
+/// `transport` sends (see `expectSent(over:_:)`); `what` names the request in the message.
+func expectUserAgent(
+  _ agent: String?, of transport: HTTPClient.Engine, _ what: String,
+  sourceLocation: SourceLocation = #_sourceLocation
+) {
+  let agent = agent ?? ""
+  if transport == .automatic && socketTransportServesLoopback {
+    #expect(agent == "PromiseHTTP", "\(what)", sourceLocation: sourceLocation)
+  } else {
+    #expect(agent.contains("(unknown version) curl/"), "\(what): \(agent)", sourceLocation: sourceLocation)
   }
 }
 

@@ -67,6 +67,73 @@ struct TestCertificate {
   }
 }
 
+/// Certificates signed by an authority of the tests' own, made with `openssl` in a directory.
+enum TLSFixtures {
+  /// Runs `openssl` with `arguments`, where each `@name` is the path of `name` in `directory`.
+  ///
+  /// Blocks the calling thread: call it through `offThePool`.
+  static func openssl(_ arguments: [String], in directory: URL) throws {
+    try run(
+      TLSTools.openssl ?? "openssl",
+      arguments.map { $0.hasPrefix("@") ? directory.appendingPathComponent(String($0.dropFirst())).path : $0 }
+    )
+  }
+
+  /// An authority (self-signed, valid for two days) and a certificate for localhost and
+  /// 127.0.0.1 that it signed with `openssl ca`, valid for `leafValidity` (`openssl ca`
+  /// arguments: `["-days", "1"]`, or explicit `-startdate` and `-enddate`).
+  ///
+  /// Blocks the calling thread: call it through `offThePool`.
+  static func chain(
+    in directory: URL, leafValidity: [String] = ["-days", "1"]
+  ) throws -> (authority: TestCertificate, leaf: TestCertificate) {
+    let authority = TestCertificate(
+      certificate: directory.appendingPathComponent("ca.pem"), key: directory.appendingPathComponent("ca.key")
+    )
+    let leaf = TestCertificate(
+      certificate: directory.appendingPathComponent("leaf.pem"),
+      key: directory.appendingPathComponent("leaf.key"))
+    try openssl(
+      [
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Test CA", "-keyout",
+        "@ca.key",
+        "-out", "@ca.pem",
+      ], in: directory)
+    try openssl(
+      [
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-addext",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", "@leaf.key", "-out", "@leaf.csr",
+      ], in: directory)
+    let config = """
+      [ca]
+      default_ca = authority
+      [authority]
+      database = \(directory.appendingPathComponent("index.txt").path)
+      new_certs_dir = \(directory.path)
+      serial = \(directory.appendingPathComponent("serial").path)
+      default_md = sha256
+      policy = anything
+      copy_extensions = copy
+      [anything]
+      commonName = supplied
+      """
+    try Data(config.utf8).write(to: directory.appendingPathComponent("ca.cnf"))
+    try Data().write(to: directory.appendingPathComponent("index.txt"))
+    try Data("01\n".utf8).write(to: directory.appendingPathComponent("serial"))
+    try openssl(
+      [
+        "ca", "-batch", "-config", "@ca.cnf", "-cert", "@ca.pem", "-keyfile", "@ca.key", "-in", "@leaf.csr",
+        "-out", "@leaf.pem", "-notext",
+      ] + leafValidity, in: directory)
+    return (authority, leaf)
+  }
+
+  /// A `chain(in:)` whose certificate for 127.0.0.1 expired in 2020 (explicit dates).
+  static func expiredChain(in directory: URL) throws -> (authority: TestCertificate, leaf: TestCertificate) {
+    try chain(in: directory, leafValidity: ["-startdate", "20200101000000Z", "-enddate", "20200201000000Z"])
+  }
+}
+
 /// The lines a child process writes to its standard output, collected as they arrive.
 final class Lines: @unchecked Sendable {
   // Safety of `@unchecked Sendable`: `pending`, `lines` and `ended` are read and written only
