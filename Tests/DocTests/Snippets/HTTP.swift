@@ -291,6 +291,34 @@ struct HTTPExamples {
     // snippet.end
   }
 
+  @Test func urlSessionEngine() async throws {
+    // snippet.http-engine
+    // snippet.hide
+    let output = DocOutput()
+    let print = output.print
+    let server = try DocServer.start()
+    let configServer = server.baseURL
+    // snippet.show
+    var configuration = HTTPClient.Configuration()
+    configuration.engine = .urlSession  // every request of this client through its URLSession
+    let client = HTTPClient(baseURL: configServer, configuration: configuration)
+
+    let config = try await client.get("stream/config", headers: ["Authorization": "Bearer tok-42"])
+      .decode(StreamConfig.self).value
+    print(config.bitrateKbps)  // prints "2500"
+    // snippet.hide
+    #expect(output.lines == ["2500"])
+    // Through URLSession: FoundationNetworking's User-Agent (libcurl's), not the socket
+    // transport's `PromiseHTTP` (the Transfers snippet `userAgents` shows both).
+    let sent = try #require(server.requests.last)
+    #if canImport(FoundationNetworking)
+      #expect(sent.header("User-Agent")?.contains("curl/") == true, "\(sent.header("User-Agent") ?? "none")")
+    #endif
+    #expect(sent.header("User-Agent") != "PromiseHTTP")
+    await server.stop()
+    // snippet.end
+  }
+
   @Test func authenticator() async throws {
     // snippet.http-authenticator
     // snippet.hide
@@ -357,7 +385,7 @@ struct HTTPExamples {
     let client = HTTPClient(baseURL: server.baseURL)
     // snippet.show
     let download = client.get("slow/config")
-    download.cancel()  // rejects with CancellationError and cancels the URLSessionTask
+    download.cancel()  // rejects with CancellationError and cancels the request
     // snippet.hide
     await #expect(throws: CancellationError.self) { try await download.value }
     await server.stop()
