@@ -140,7 +140,9 @@ struct HTTP1ConnectionStateMachineTests {
     var wire = Wire()
     wire.send()
     #expect(
-      wire.feed(Self.lengthResponse) == [.head(200, .length(5)), .body("hello"), .finish(keep: true, keepFor: nil)])
+      wire.feed(Self.lengthResponse) == [
+        .head(200, .length(5)), .body("hello"), .finish(keep: true, keepFor: nil),
+      ])
     #expect(wire.machine.state == .idle)
     #expect(wire.machine.isReused)
   }
@@ -176,7 +178,9 @@ struct HTTP1ConnectionStateMachineTests {
     var wire = Wire()
     wire.send()
     #expect(
-      wire.feed(Self.interimResponse) == [.head(200, .length(5)), .body("hello"), .finish(keep: true, keepFor: nil)]
+      wire.feed(Self.interimResponse) == [
+        .head(200, .length(5)), .body("hello"), .finish(keep: true, keepFor: nil),
+      ]
     )
   }
 
@@ -248,7 +252,8 @@ struct HTTP1ConnectionStateMachineTests {
     let error = URLError(
       .networkConnectionLost, userInfo: [NSLocalizedDescriptionKey: "Recv failure: Connection reset by peer"])
     #expect(
-      Step(reset.machine.readFailed(error)) == .retry(.networkConnectionLost, "Recv failure: Connection reset by peer"))
+      Step(reset.machine.readFailed(error))
+        == .retry(.networkConnectionLost, "Recv failure: Connection reset by peer"))
   }
 
   @Test func aKeptConnectionThatFailsTheHeadsSendIsStale() {
@@ -295,7 +300,9 @@ struct HTTP1ConnectionStateMachineTests {
     var length = Wire()
     length.send()
     #expect(
-      length.feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd") == [.head(200, .length(10)), .body("abcd")])
+      length.feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd") == [
+        .head(200, .length(10)), .body("abcd"),
+      ])
     #expect(
       Step(length.machine.peerClosed())
         == .fail(.networkConnectionLost, "transfer closed with 6 bytes remaining to read"))
@@ -351,7 +358,8 @@ struct HTTP1ConnectionStateMachineTests {
     var plain = Wire()
     plain.send()
     #expect(
-      Outcome(plain.feed("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")).end == .finish(keep: false, keepFor: nil))
+      Outcome(plain.feed("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")).end
+        == .finish(keep: false, keepFor: nil))
     var keepAlive = Wire()
     keepAlive.send()
     #expect(
@@ -394,7 +402,9 @@ struct HTTP1ConnectionStateMachineTests {
     var wire = Wire()
     wire.send()
     #expect(
-      wire.feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd") == [.head(200, .length(10)), .body("abcd")])
+      wire.feed("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabcd") == [
+        .head(200, .length(10)), .body("abcd"),
+      ])
     #expect(Step(wire.machine.cancel()) == .fail(.cancelled, nil))
     #expect(wire.machine.state == .closed)
   }
@@ -440,7 +450,8 @@ struct HTTP1ConnectionStateMachineTests {
     #expect(Outcome(wire.feed(Self.chunkedResponse)).end == .finish(keep: true, keepFor: nil))
     #expect(wire.send() == [.write("GET / HTTP/1.1\r\n\r\n"), .sendBody, .read])
     #expect(
-      wire.feedByBytes("HTTP/1.1 201 Created\r\nContent-Length: 3\r\n\r\nnew").first == .head(201, .length(3)))
+      wire.feedByBytes("HTTP/1.1 201 Created\r\nContent-Length: 3\r\n\r\nnew").first == .head(201, .length(3))
+    )
     #expect(wire.machine.state == .idle)
   }
 

@@ -199,9 +199,11 @@ struct HTTP1ConnectionStateMachine: Sendable {
     }
   }
 
-  /// Bytes arrived: `bytes` are those read and not consumed yet (left over from the last call)
-  /// followed by the new ones. The driver drops the first `consumed` and calls again with the
-  /// rest after running the action, until the action is `read` or ends the exchange.
+  /// Bytes arrived, or the driver goes on after an action that delivered some.
+  ///
+  /// `bytes` are those read and not consumed yet (left over from the last call) followed by the
+  /// new ones. The driver drops the first `consumed` and calls again with the rest after running
+  /// the action, until the action is `read` or ends the exchange.
   mutating func bytesRead(_ bytes: UnsafeRawBufferPointer) -> (action: Action, consumed: Int) {
     switch state {
     case .readingHead:

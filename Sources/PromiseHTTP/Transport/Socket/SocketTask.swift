@@ -322,7 +322,8 @@ final class SocketTask: ExchangeTask {
         action = bytesRead()
       case .finish(let keep, let keepFor):
         try decoder?.finish()
-        return .done(keep: keep ? Keep(connection: connection, machine: machine, key: key, keepFor: keepFor) : nil)
+        return .done(
+          keep: keep ? Keep(connection: connection, machine: machine, key: key, keepFor: keepFor) : nil)
       case .retry(let error):
         return .stale(error)
       case .fail(let error):
