@@ -19,6 +19,8 @@ final class SocketConnectionPool: Sendable {
 
   private struct Idle: Sendable {
     let connection: SocketConnection
+    /// The connection's wire state, idle: it carries on with the next exchange.
+    let machine: HTTP1ConnectionStateMachine
     /// When it must be closed, in `DispatchTime` nanoseconds.
     let expiry: UInt64
   }
@@ -61,13 +63,14 @@ final class SocketConnectionPool: Sendable {
     state.withLock { $0.opened += 1 }
   }
 
-  /// Takes the most recently used idle connection to `key` that is still good, or `nil`.
+  /// Takes the most recently used idle connection to `key` that is still good, with its
+  /// machine, or `nil`.
   ///
   /// Expired connections and those the server closed or wrote to while idle are closed.
-  func take(_ key: Key) -> SocketConnection? {
+  func take(_ key: Key) -> (connection: SocketConnection, machine: HTTP1ConnectionStateMachine)? {
     while true {
       let now = DispatchTime.now().uptimeNanoseconds
-      let (candidate, expired) = state.withLock { state -> (SocketConnection?, [SocketConnection]) in
+      let (candidate, expired) = state.withLock { state -> (Idle?, [SocketConnection]) in
         guard var list = state.idle[key] else { return (nil, []) }
         var expired: [SocketConnection] = []
         list.removeAll { idle in
@@ -75,24 +78,27 @@ final class SocketConnectionPool: Sendable {
           expired.append(idle.connection)
           return true
         }
-        let candidate = list.popLast()?.connection
+        let candidate = list.popLast()
         state.idle[key] = list.isEmpty ? nil : list
         return (candidate, expired)
       }
       for connection in expired { connection.close() }
       guard let candidate else { return nil }
-      if candidate.isQuietWhileIdle {
+      if candidate.connection.isQuietWhileIdle {
         state.withLock { $0.reused += 1 }
-        return candidate
+        return (candidate.connection, candidate.machine)
       }
-      candidate.close()
+      candidate.connection.close()
     }
   }
 
-  /// Keeps `connection` for the next request to `key`, for at most `keepFor` seconds (the
-  /// pool's idle timeout when `nil` or longer); closes it instead when the pool is full, closed,
-  /// or `keepFor` leaves no time.
-  func put(_ connection: SocketConnection, for key: Key, keepFor: TimeInterval? = nil) {
+  /// Keeps `connection`, with its idle `machine`, for the next request to `key`, for at most
+  /// `keepFor` seconds (the pool's idle timeout when `nil` or longer); closes it instead when
+  /// the pool is full, closed, or `keepFor` leaves no time.
+  func put(
+    _ connection: SocketConnection, machine: HTTP1ConnectionStateMachine = HTTP1ConnectionStateMachine(),
+    for key: Key, keepFor: TimeInterval? = nil
+  ) {
     let seconds = min(keepFor ?? idleTimeout, idleTimeout)
     guard seconds > 0, maximumIdlePerHost > 0, !connection.isStopped else {
       connection.close()
@@ -102,7 +108,7 @@ final class SocketConnectionPool: Sendable {
     let (evicted, scheduleSweep) = state.withLock { state -> (SocketConnection?, Bool) in
       guard !state.closed else { return (connection, false) }
       var list = state.idle[key] ?? []
-      list.append(Idle(connection: connection, expiry: expiry))
+      list.append(Idle(connection: connection, machine: machine, expiry: expiry))
       // The oldest goes when the origin has its fill.
       let evicted = list.count > maximumIdlePerHost ? list.removeFirst().connection : nil
       state.idle[key] = list

@@ -24,11 +24,13 @@ import Promises
 /// `identity` unless the request names an `Accept-Encoding`, and passes on a body sent with a
 /// `Content-Encoding` as it arrives, undecoded.
 ///
-/// The connection goes back to the pool (`SocketConnectionPool`) only when the exchange ended
-/// cleanly: the request sent whole, the response read to its framed end with nothing after it,
-/// neither side asking to close. A request whose kept-alive connection turns out closed before
-/// a byte of the answer goes again, once, on a new connection when it is idempotent or nothing
-/// of its body was sent.
+/// The wire logic is the connection's `HTTP1ConnectionStateMachine`: this task is its driver,
+/// doing the blocking I/O the machine asks for and feeding back what happened. The connection
+/// goes back to the pool (`SocketConnectionPool`), with its machine, only when the machine says
+/// the exchange ended cleanly: the request sent whole, the response read to its framed end with
+/// nothing after it, neither side asking to close. A request whose kept-alive connection turns
+/// out closed before a byte of the answer goes again, once, on a new connection when it is
+/// idempotent or nothing of its body was sent.
 final class SocketTask: ExchangeTask {
   private enum Phase {
     case idle
@@ -110,7 +112,7 @@ final class SocketTask: ExchangeTask {
     // to the same origin finds it.
     if let connection {
       if let kept, failure == nil, kept.connection === connection {
-        settings.pool.put(connection, for: kept.key, keepFor: kept.keepFor)
+        settings.pool.put(connection, machine: kept.machine, for: kept.key, keepFor: kept.keepFor)
       } else {
         connection.close()
       }
@@ -122,6 +124,8 @@ final class SocketTask: ExchangeTask {
   /// A connection whose exchange ended cleanly, to keep for the next request to `key`.
   private struct Keep {
     let connection: SocketConnection
+    /// The connection's machine, idle.
+    let machine: HTTP1ConnectionStateMachine
     let key: SocketConnectionPool.Key
     /// How long the server said it keeps the connection (`Keep-Alive: timeout=N`), if it did.
     let keepFor: TimeInterval?
@@ -153,13 +157,16 @@ final class SocketTask: ExchangeTask {
     defer { buffer.deallocate() }
     let head = requestHead(url: url, host: host, port: port, defaultPort: defaultPort, body: outgoing)
     let key = SocketConnectionPool.Key(scheme: secure ? "https" : "http", host: host.lowercased(), port: port)
+    let wire = HTTP1ConnectionStateMachine.Request(
+      head: head, method: request.httpMethod ?? "GET", bodyFraming: outgoing.framing,
+      closesConnection: closesConnection, isRepeatable: isRepeatable)
     var mayReuse = true
     while true {
-      let (connection, reused) = try open(
+      var (connection, machine) = try open(
         key, host: host, port: port, tls: tlsContext, timeout: timeout, mayReuse: mayReuse)
       switch try attempt(
-        exchange, over: connection, reused: reused, key: key, head: head, outgoing: outgoing, buffer: buffer,
-        url: url, response: &response)
+        exchange, over: connection, machine: &machine, key: key, request: wire, outgoing: outgoing,
+        buffer: buffer, url: url, response: &response)
       {
       case .done(let keep):
         return keep
@@ -171,16 +178,16 @@ final class SocketTask: ExchangeTask {
     }
   }
 
-  /// A kept-alive connection to `key` from the pool, or a new one; the task's from then on, so
-  /// that `cancel()` (the request's deadline, too) stops the set-up at once instead of leaving
-  /// the thread and its socket to an idle timeout.
+  /// A kept-alive connection to `key` from the pool, or a new one, with its machine; the task's
+  /// from then on, so that `cancel()` (the request's deadline, too) stops the set-up at once
+  /// instead of leaving the thread and its socket to an idle timeout.
   private func open(
     _ key: SocketConnectionPool.Key, host: String, port: Int, tls: TLSContext?, timeout: TimeInterval,
     mayReuse: Bool
-  ) throws(URLError) -> (SocketConnection, reused: Bool) {
+  ) throws(URLError) -> (SocketConnection, HTTP1ConnectionStateMachine) {
     let pooled = mayReuse && !closesConnection ? settings.pool.take(key) : nil
-    pooled?.use(idleTimeout: timeout)
-    let connection = pooled ?? SocketConnection(idleTimeout: timeout)
+    pooled?.connection.use(idleTimeout: timeout)
+    let connection = pooled?.connection ?? SocketConnection(idleTimeout: timeout)
     let started = phase.withLock { phase in
       guard case .running = phase else { return false }
       phase = .running(connection)
@@ -190,149 +197,139 @@ final class SocketTask: ExchangeTask {
       connection.close()
       throw URLError(.cancelled)
     }
-    if pooled != nil { return (connection, true) }
+    if let pooled { return (connection, pooled.machine) }
     settings.pool.noteOpened()
     try connection.connect(host: host, port: port)
     if let tls { try connection.startTLS(host: host, context: tls) }
-    return (connection, false)
+    return (connection, HTTP1ConnectionStateMachine())
   }
 
   /// Whether the request itself asks for the connection to close after it.
   private var closesConnection: Bool {
     guard let value = request.value(forHTTPHeaderField: "Connection") else { return false }
-    return Self.hasToken(value, "close")
-  }
-
-  /// Whether the comma-separated `list` has `token` (compared as ASCII, case-insensitively).
-  private static func hasToken(_ list: String, _ token: String) -> Bool {
-    list.utf8.split(separator: UInt8(ascii: ",")).contains {
-      FieldSyntax.equalsIgnoringASCIICase(
-        String(decoding: FieldSyntax.trimmingWhitespace($0), as: UTF8.self), token)
-    }
+    return HTTP1ConnectionStateMachine.hasToken(value, "close")
   }
 
   /// Whether the request may go again after a kept-alive connection failed before a byte of
-  /// the response: it is idempotent and its body can be sent again, or nothing of its body was
-  /// sent.
-  private func mayRepeat(bodySent: Bool) -> Bool {
-    if !bodySent { return true }
+  /// the response even when some of its body was sent: it is idempotent and its body can be
+  /// sent again. (With nothing of its body sent, it always may; the machine knows which.)
+  private var isRepeatable: Bool {
     let method = (request.httpMethod ?? "GET").uppercased()
     return body == nil && ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"].contains(method)
   }
 
-  /// Sends the request over `connection` and reads the response into the exchange.
+  /// Sends the request over `connection` and reads the response into the exchange: runs the
+  /// actions of the connection's machine, and feeds it what the connection did.
+  ///
+  /// The bytes read and not consumed by the machine are `buffer[start..<end]`: only a head
+  /// still arriving is left there; the body is handed on from the buffer as it is read.
   private func attempt(
-    _ exchange: Exchange, over connection: SocketConnection, reused: Bool, key: SocketConnectionPool.Key,
-    head: [UInt8], outgoing: SocketOutgoingBody, buffer: UnsafeMutableRawBufferPointer, url: URL,
+    _ exchange: Exchange, over connection: SocketConnection, machine: inout HTTP1ConnectionStateMachine,
+    key: SocketConnectionPool.Key, request wire: HTTP1ConnectionStateMachine.Request,
+    outgoing: SocketOutgoingBody, buffer: UnsafeMutableRawBufferPointer, url: URL,
     response: inout HTTPURLResponse?
   ) throws(URLError) -> Attempt {
-    do {
-      try connection.send(contentsOf: head)
-    } catch  where reused && error.code == .networkConnectionLost {
-      // Closed while idle: the server cannot have acted on part of a head.
-      return .stale(error)
+    var start = 0
+    var end = 0
+    /// Hands the unconsumed bytes to the machine, and drops those it consumed.
+    func bytesRead() -> HTTP1ConnectionStateMachine.Action {
+      let (action, consumed) = machine.bytesRead(UnsafeRawBufferPointer(rebasing: buffer[start..<end]))
+      start += consumed
+      return action
     }
-    // A server may answer before it has read the whole body (a 413, say) and close: the answer
-    // is then what the task delivers, not the failed send. One that closes without answering
-    // is an empty reply, whichever side saw it first (`SocketExchangeEnding`).
-    var ending = SocketExchangeEnding()
-    var bodySent = false
-    do {
-      try outgoing.send(over: connection, buffer: buffer) {
-        if $0 > 0 { bodySent = true }
-        exchange.sent(totalBytes: $0)
-      }
-    } catch  where error.code == .networkConnectionLost {
-      ending.sendFailed(error)
-    }
-    var reader = SocketResponseReader(connection: connection, buffer: buffer)
-    let responseHead: HTTP1ResponseHead
-    do {
-      responseHead = try reader.readHead()
-    } catch {
-      if reused, !reader.receivedAny, error.code == .networkConnectionLost, !connection.isStopped,
-        mayRepeat(bodySent: bodySent)
-      {
-        return .stale(error)
-      }
-      if reader.endedWithoutReply { ending.serverClosedWithoutReply() } else { ending.receiveFailed(error) }
-      throw ending.error ?? error
-    }
-    let http = HTTPURLResponse(
-      url: url, statusCode: responseHead.statusCode, httpVersion: responseHead.version,
-      headerFields: responseHead.headerFields)!
-    storeCookies(of: responseHead, from: url)
-    let method = request.httpMethod ?? "GET"
-    let framing: HTTP1BodyFraming
-    do {
-      framing = try HTTP1BodyFraming(head: responseHead, method: method)
-    } catch {
-      response = http
-      throw error
-    }
-    // Kept only if the whole request went out, the server did not say it closes, and the body
-    // is framed (not read until the server closes).
-    let keepable =
-      ending.error == nil && outgoing.framing != .untilClose && !closesConnection
-      && Self.isPersistent(responseHead) && framing != .untilClose
-    func keep() -> Keep? {
-      guard keepable, !reader.hasBytesAfterBody, !connection.isStopped else { return nil }
-      return Keep(connection: connection, key: key, keepFor: Self.keepAliveTimeout(responseHead))
-    }
-    if let proposed = redirection(http) {
-      var withheld = true
-      exchange.redirect(http, to: proposed, taskFollowsRedirects: false) { _ in withheld = false }
-      // Withheld: the exchange is being cancelled; its stop ends this thread.
-      if withheld { throw URLError(.cancelled) }
-      // The exchange follows the hop with a task of its own, or refused it and has ended: the
-      // 3xx's body is nobody's, and is not read (it could be long, or endless); the connection
-      // goes on only if there is none.
-      if !exchange.isReceiving {
-        return .done(keep: framing == .none || framing == .length(0) ? keep() : nil)
-      }
-    }
-    guard exchange.receive(http) == .allow else { throw URLError(.cancelled) }
-    response = http
     // Ordinary requests get the body decoded, as FoundationNetworking decodes it; transfers get
     // it as sent.
-    let decoder =
-      decodesContent
-      ? try ContentDecoder(ContentCoding.parse(responseHead.values(of: "Content-Encoding")) ?? []) : nil
+    var decoder: ContentDecoder?
     func deliver(_ bytes: UnsafeRawBufferPointer) throws(URLError) {
       exchange.append(Data(bytes), mayWait: true)
       // Refused (past the size limit, say): the exchange stopped the task; no more is decoded.
       if connection.isStopped { throw URLError(.cancelled) }
     }
-    try reader.readBody(framing) { bytes throws(URLError) in
-      if let decoder { try decoder.decode(bytes, emit: deliver) } else { try deliver(bytes) }
-    }
-    try decoder?.finish()
-    return .done(keep: keep())
-  }
-
-  /// Whether the server keeps the connection open after `head`: HTTP/1.1 unless it says
-  /// `close`, HTTP/1.0 only if it says `keep-alive`.
-  private static func isPersistent(_ head: HTTP1ResponseHead) -> Bool {
-    let connection = head.values(of: "Connection").joined(separator: ",")
-    if hasToken(connection, "close") { return false }
-    if head.version == "HTTP/1.1" { return true }
-    return hasToken(connection, "keep-alive")
-  }
-
-  /// How long the server keeps an idle connection, less a second, when it says so
-  /// (`Keep-Alive: timeout=5`); `nil` when it does not.
-  private static func keepAliveTimeout(_ head: HTTP1ResponseHead) -> TimeInterval? {
-    for value in head.values(of: "Keep-Alive") {
-      for element in value.utf8.split(separator: UInt8(ascii: ",")) {
-        let parameter = String(decoding: FieldSyntax.trimmingWhitespace(element), as: UTF8.self)
-        let parts = parameter.split(separator: "=", maxSplits: 1)
-        guard parts.count == 2, FieldSyntax.equalsIgnoringASCIICase(String(parts[0]), "timeout"),
-          let seconds = Int(parts[1].trimmingCharacters(in: .whitespaces))
-        else { continue }
-        return TimeInterval(max(0, seconds - 1))
+    var action = machine.start(wire)
+    while true {
+      switch action {
+      case .write(let head):
+        do {
+          try connection.send(contentsOf: head)
+          action = machine.headWritten()
+        } catch {
+          action = machine.writeFailed(error)
+        }
+      case .sendBody:
+        // A server may answer before it has read the whole body (a 413, say) and close: the
+        // machine then reads the answer rather than report the failed send.
+        do {
+          try outgoing.send(over: connection, buffer: buffer) { total in
+            machine.bodyBytesWritten(total)
+            exchange.sent(totalBytes: total)
+          }
+          action = machine.bodySent()
+        } catch {
+          action = machine.writeFailed(error)
+        }
+      case .read:
+        if start > 0 {
+          if end > start {
+            buffer.baseAddress!.copyMemory(from: buffer.baseAddress! + start, byteCount: end - start)
+          }
+          end -= start
+          start = 0
+        }
+        do {
+          let count = try connection.receive(into: UnsafeMutableRawBufferPointer(rebasing: buffer[end...]))
+          end += count
+          action = count > 0 ? bytesRead() : machine.peerClosed()
+        } catch {
+          // Stopped: the failure is the cancellation, whatever the read saw.
+          action = connection.isStopped ? machine.cancel() : machine.readFailed(error)
+        }
+      case .deliverHead(let head, let framing):
+        let http = HTTPURLResponse(
+          url: url, statusCode: head.statusCode, httpVersion: head.version, headerFields: head.headerFields)!
+        storeCookies(of: head, from: url)
+        if case .failure(let error) = framing {
+          response = http
+          throw error
+        }
+        if let proposed = redirection(http) {
+          var withheld = true
+          exchange.redirect(http, to: proposed, taskFollowsRedirects: false) { _ in withheld = false }
+          // Withheld: the exchange is being cancelled; its stop ends this thread.
+          if withheld {
+            action = machine.cancel()
+            continue
+          }
+          // The exchange follows the hop with a task of its own, or refused it and has ended:
+          // the 3xx's body is nobody's, and is not read (it could be long, or endless).
+          if !exchange.isReceiving {
+            action = machine.abandonBody()
+            continue
+          }
+        }
+        guard exchange.receive(http) == .allow else {
+          action = machine.cancel()
+          continue
+        }
+        response = http
+        if decodesContent {
+          decoder = try ContentDecoder(ContentCoding.parse(head.values(of: "Content-Encoding")) ?? [])
+        }
+        action = bytesRead()
+      case .deliverBody(let bytes):
+        if let decoder { try decoder.decode(bytes, emit: deliver) } else { try deliver(bytes) }
+        action = bytesRead()
+      case .finish(let keep, let keepFor):
+        try decoder?.finish()
+        return .done(
+          keep: keep ? Keep(connection: connection, machine: machine, key: key, keepFor: keepFor) : nil)
+      case .retry(let error):
+        return .stale(error)
+      case .fail(let error):
+        throw error
+      case .close:
+        return .done(keep: nil)
       }
     }
-    return nil
   }
 
   /// The request line and header fields, as bytes.

@@ -218,14 +218,35 @@ struct HTTP1ChunkedDecoder: Sendable {
   ) throws(URLError) -> Int {
     var index = 0
     while index < bytes.count {
+      let rest = UnsafeRawBufferPointer(rebasing: bytes[index...])
+      let (consumed, data) = try next(rest)
+      if let data { try emit(UnsafeRawBufferPointer(rebasing: rest[data])) }
+      // Nothing consumed: the body has ended.
+      guard consumed > 0 else { break }
+      index += consumed
+    }
+    return index
+  }
+
+  /// Decodes from the start of `bytes` up to the end of the first run of body data, the end of
+  /// `bytes`, or the end of the body, whichever comes first.
+  ///
+  /// One run at a time, so that a caller can hand each one on before decoding further (the
+  /// connection machine returns one action per call).
+  ///
+  /// - Returns: How many bytes were consumed, and the range in `bytes` of the run of data among
+  ///   them, if one was reached.
+  /// - Throws: `URLError(.cannotParseResponse)` for a malformed chunk size or line break.
+  mutating func next(_ bytes: UnsafeRawBufferPointer) throws(URLError) -> (consumed: Int, data: Range<Int>?) {
+    var index = 0
+    while index < bytes.count {
       switch state {
       case .done:
-        return index
+        return (index, nil)
       case .data(let remaining):
         let count = Int(min(remaining, Int64(bytes.count - index)))
-        try emit(UnsafeRawBufferPointer(rebasing: bytes[index..<index + count]))
-        index += count
         state = remaining == Int64(count) ? .dataEnd : .data(remaining - Int64(count))
+        return (index + count, index..<index + count)
       case .size, .dataEnd, .trailer:
         let byte = bytes[index]
         index += 1
@@ -239,7 +260,7 @@ struct HTTP1ChunkedDecoder: Sendable {
         try endLine()
       }
     }
-    return index
+    return (index, nil)
   }
 
   /// A control line ended (in `line`, without its line break).
