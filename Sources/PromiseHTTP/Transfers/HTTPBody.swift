@@ -10,11 +10,11 @@ import Foundation
 /// | `data` | `Content-Length` | the bytes | sends them again |
 /// | `file` | `Content-Length`: the file's size | one buffer (256 KiB over a socket, 16 KiB pieces through `URLSession`) | sends it again from the start |
 /// | `multipart` | `Content-Length` when every part is in memory, else chunked | a 64 KiB read of a file | sends it again from the start |
-/// | `stream` over plain HTTP | `Content-Length` if you give `length`, else chunked; sent as the sequence yields it | one chunk ahead | never: the sequence is read once (not retried; a 307/308 rejects) |
+/// | `stream` over the socket transport | `Content-Length` if you give `length`, else chunked; sent as the sequence yields it | one chunk ahead | never: the sequence is read once (not retried; a 307/308 rejects) |
 /// | `stream` through `URLSession` | `Content-Length`, from a temporary file it is written to first | one chunk | sends the file again |
 ///
-/// Over plain HTTP an upload goes over a connection of its own (the socket transport, see
-/// `HTTPClient.TransferTransport`); over HTTPS, or through a proxy, through the client's
+/// On Linux an upload goes over the socket transport, plain HTTP or HTTPS (see
+/// `HTTPClient.Engine`); through a proxy, or with the `.urlSession` engine, through the client's
 /// `URLSession`. A form with files is always sent chunked: FoundationNetworking, given a
 /// `Content-Length` field with a body it reads as a stream, sends both, which is not a valid
 /// request. A server that needs the length of a form with files gets it from a file:
@@ -47,12 +47,12 @@ public struct HTTPBody: Sendable {
   /// Returns a body of the chunks `chunks` yields; `length`, if you know it, is the total they
   /// must add up to.
   ///
-  /// Over plain HTTP (the socket transport, see `HTTPClient.TransferTransport`) the chunks are
+  /// Over the socket transport (see `HTTPClient.Engine`) the chunks are
   /// sent as the sequence yields them, one chunk ahead of the connection, with `Content-Length`
   /// when `length` is given, else chunked. The sequence is read once: the upload is not retried,
   /// and a 307 or 308 that would send the body again rejects with `HTTPError.invalidRequest`.
   ///
-  /// Through `URLSession` (HTTPS, a proxy) the chunks are written to a temporary file as they
+  /// Through `URLSession` (a proxy, the `.urlSession` engine) the chunks are written to a temporary file as they
   /// come (memory: one chunk), and the file is sent once the sequence ends, with its
   /// `Content-Length`, then removed when the request settles; a retry sends the same bytes
   /// again, as for a file. FoundationNetworking reads a body stream on a work queue that every

@@ -53,8 +53,8 @@ public struct HTTPStreamingResponse: Sendable, CustomStringConvertible {
 /// The body of an `HTTPStreamingResponse`: an asynchronous sequence of chunks of bytes.
 ///
 /// Chunks are as the transport delivered them: their boundaries carry no meaning. Through
-/// `URLSession` a compressed body is decompressed; over the socket transport (plain HTTP, see
-/// `HTTPClient.TransferTransport`) no encoding is asked for and none is decoded. The sequence
+/// `URLSession` a compressed body is decompressed; over the socket transport (see
+/// `HTTPClient.Engine`) no encoding is asked for and none is decoded. The sequence
 /// ends after the last byte, or throws the error that ended the request (`HTTPError`),
 /// `CancellationError` after a cancellation, or an `HTTPStreamError`.
 ///

@@ -20,7 +20,7 @@ struct ExchangeSettings: Sendable {
   /// Told of each attempt of an upload, the bytes each task has sent, the bytes that arrive,
   /// and how the request ended.
   var uploadObserver: (any UploadObserver)? = nil
-  /// Whether the socket transport decodes a gzip or deflate body, as `URLSession` does: for
+  /// Whether the socket transport decodes a gzip, deflate or br body, as `URLSession` does: for
   /// ordinary requests; a transfer's body is passed on as it was sent.
   var decodesContent = false
 }
