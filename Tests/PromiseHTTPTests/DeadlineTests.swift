@@ -223,7 +223,7 @@ struct DeadlineTests {
   /// download over the socket transport).
   static func busyResponseTimesOut(
     _ busy: BusyResponse, count: Int?, interval: Duration = .zero,
-    over transport: HTTPClient.Engine,
+    over transport: HTTPClient.Engine, usingGet: Bool = false,
     margin: Duration = busyMargin
   ) async throws -> BusyOutcome {
     let answerDelay = busyDeadline + .milliseconds(500)
@@ -240,18 +240,21 @@ struct DeadlineTests {
         // After a busy response over `URLSession`, the `get` waits for FoundationNetworking to
         // digest it: 26.5 s for the 1-byte chunks under ThreadSanitizer. The test's time limit
         // (1 minute) still bounds the whole.
-        let client = server.client(timeout: .seconds(transport == .urlSession ? 45 : 30))
+        let client = server.client(timeout: .seconds(transport == .urlSession ? 45 : 30), engine: transport)
+        // The download that answers meanwhile goes over the socket transport, whatever the engine
+        // of the busy request.
+        let socketClient = server.client(timeout: .seconds(30), engine: .automatic)
         let deadline = Deadline.after(busyDeadline)
         let start = ContinuousClock.now
         let request: Promise<Void> =
-          transport == .urlSession
+          transport == .urlSession || usingGet
           ? client.get("busy", deadline: deadline).map { _ in () }
           : client.download(
             HTTPRequest(method: .get, path: "busy", deadline: deadline), to: directory.file("busy")
           )
           .map { _ in () }
         let later =
-          socketTransportServesLoopback ? client.download("later", to: directory.file("later")) : nil
+          socketTransportServesLoopback ? socketClient.download("later", to: directory.file("later")) : nil
 
         let (result, elapsed) = await PromiseHTTPTests.outcome(of: request, since: start)
         outcome.report("\(name) (deadline 2 s)", result, elapsed)
@@ -269,7 +272,7 @@ struct DeadlineTests {
         let healthyStart = ContinuousClock.now
         let (healthy, healthyElapsed) = await PromiseHTTPTests.outcome(
           of: client.get("ok"), since: healthyStart)
-        outcome.report("then a get over URLSession", healthy, healthyElapsed)
+        outcome.report("then a get over \(transport)", healthy, healthyElapsed)
         outcome.check((try? healthy.get()) != nil, "\(name): the next get failed: \(healthy)")
         if transport != .urlSession {
           outcome.check(healthyElapsed < margin, "\(name): the next get took \(healthyElapsed)")
@@ -308,6 +311,18 @@ struct DeadlineTests {
   func aTrickleOverTheSocketTransportTimesOutAtTheDeadline(_ busy: BusyResponse) async throws {
     let outcome = try await Self.busyResponseTimesOut(
       busy, count: nil, interval: .milliseconds(5), over: .automatic, margin: Self.inProcessMargin)
+    for line in outcome.lines { print(line) }
+    for problem in outcome.problems { Issue.record("\(problem)") }
+  }
+
+  @Test(
+    .enabled(if: socketTransportServesLoopback),
+    arguments: [BusyResponse.headerLines, .oneByteChunks, .trailerLines])
+  func aTrickleThroughGetOverTheSocketTransportTimesOutAtTheDeadline(_ busy: BusyResponse) async throws {
+    // Issue 30: `get` goes over the socket transport too, and its deadline holds as a download's.
+    let outcome = try await Self.busyResponseTimesOut(
+      busy, count: nil, interval: .milliseconds(5), over: .automatic, usingGet: true,
+      margin: Self.inProcessMargin)
     for line in outcome.lines { print(line) }
     for problem in outcome.problems { Issue.record("\(problem)") }
   }
