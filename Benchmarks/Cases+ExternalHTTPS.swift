@@ -16,6 +16,8 @@ import Promises
 // A sample is one whole transfer; a download's file size is checked untimed. Memory: as in the
 // transfer workload, the peak RSS growth of this process (the client alone here: the server is
 // another process).
+// Scripts/https-bench-server starts such an nginx (as your own process, port 8443) and prints
+// the command to run.
 
 extension Plan {
   func externalHTTPSCases() -> [BenchCase] {

@@ -63,6 +63,54 @@ struct SocketTLSTests {
     }
   }
 
+  @Test func bytesAfterAnAnswerOverTLSAreNeverReadAsTheNextAnswer() async throws {
+    // The planted response comes in the same TLS record as the answer, so it is decrypted and
+    // read with it: bytes past the answer's framed end keep the connection out of the pool.
+    try await withFileServer { server, certificate async throws in
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: configuration(trusting: certificate))
+      #expect(try await client.get("planted").value.text == "ok")
+      #expect(try await client.get("planted").value.text == "ok")
+      #expect(try await client.get("bytes/5").value.body.count == 5)
+      #expect(try server.connections() == 3, "no connection taken again")
+      #expect(!server.log.contains("request on the planted connection"))
+    }
+  }
+
+  @Test func aRecordReadAheadButNotYetDecryptedMakesAnIdleConnectionUnquiet() async throws {
+    // Read ahead, OpenSSL takes both records off the socket to decrypt the first: the second
+    // waits in its buffer, where neither the socket nor `SSL_pending` shows it.
+    try await withFileServer { server, certificate async throws in
+      let answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+      let connection = SocketConnection(idleTimeout: 5)
+      try await offThePool {
+        Result { () throws(URLError) in
+          try connection.connect(host: "127.0.0.1", port: server.port)
+          let context = try TLSContext(trust: .init(additionalCertificates: [certificate]))
+          try connection.startTLS(host: "127.0.0.1", context: context)
+          try connection.send(contentsOf: Array("GET /two-records HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        }
+      }.get()
+      #expect(await eventually { server.log.contains("two records sent") })
+      // Exactly the answer's bytes: a buffer with room for more would take the second too.
+      let received = try await offThePool {
+        Result { () throws(URLError) -> [UInt8] in
+          let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: answer.utf8.count, alignment: 1)
+          defer { buffer.deallocate() }
+          var read = 0
+          while read < buffer.count {
+            let count = try connection.receive(into: UnsafeMutableRawBufferPointer(rebasing: buffer[read...]))
+            if count == 0 { break }
+            read += count
+          }
+          return Array(buffer[..<read])
+        }
+      }.get()
+      #expect(String(decoding: received, as: UTF8.self) == answer)
+      #expect(!connection.isQuietWhileIdle, "the second response is unread")
+      connection.close()
+    }
+  }
+
   @Test func aSelfSignedCertificateIsUntrustedAndLeavesNoFile() async throws {
     try await withFileServer { server, _ in
       let client = HTTPClient(baseURL: server.baseURL(), configuration: .init(retryPolicy: quickRetries(3)))
@@ -354,6 +402,23 @@ enum TLSFileServer {
                         received += len(chunk)
                     body = b"received %d" % received
                     tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" % (len(body), body))
+                    return
+                if path == b"/planted":
+                    # A 2-byte answer and a whole second response after it, in one TLS record,
+                    # on a connection held open: a client that reused it would read "stale".
+                    tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok"
+                        + b"HTTP/1.1 200 OK\\r\\nContent-Length: 5\\r\\n\\r\\nstale")
+                    while tls.recv(65536):
+                        print("request on the planted connection", flush=True)
+                    return
+                if path == b"/two-records":
+                    # The answer in one TLS record, then a second response in a record of its
+                    # own, both on the wire before the client reads ("sent" says when).
+                    tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
+                    tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 5\\r\\n\\r\\nstale")
+                    print("two records sent", flush=True)
+                    while tls.recv(65536):
+                        pass
                     return
                 size = int(path.rsplit(b"/", 1)[1])
                 tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n" % size)

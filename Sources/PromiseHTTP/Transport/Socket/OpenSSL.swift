@@ -41,6 +41,8 @@ import Foundation
     let SSL_read: @convention(c) (Pointer?, UnsafeMutableRawPointer?, Int32) -> Int32
     let SSL_write: @convention(c) (Pointer?, UnsafeRawPointer?, Int32) -> Int32
     let SSL_pending: @convention(c) (Pointer?) -> Int32
+    let SSL_has_pending: @convention(c) (Pointer?) -> Int32
+    let SSL_CTX_set_default_read_buffer_len: @convention(c) (Pointer?, Int) -> Void
     let SSL_get_error: @convention(c) (Pointer?, Int32) -> Int32
     let SSL_get_verify_result: @convention(c) (Pointer?) -> Int
     let SSL_get1_peer_certificate: @convention(c) (Pointer?) -> Pointer?
@@ -69,6 +71,7 @@ import Foundation
 
     // `ssl.h`, `tls1.h`, `prov_ssl.h`
     static let SSL_CTRL_MODE: Int32 = 33
+    static let SSL_CTRL_SET_READ_AHEAD: Int32 = 41
     static let SSL_CTRL_SET_TLSEXT_HOSTNAME: Int32 = 55
     static let SSL_CTRL_SET_MIN_PROTO_VERSION: Int32 = 123
     static let TLSEXT_NAMETYPE_host_name = 0
@@ -165,6 +168,8 @@ import Foundation
       SSL_read = load("SSL_read", from: ssl)
       SSL_write = load("SSL_write", from: ssl)
       SSL_pending = load("SSL_pending", from: ssl)
+      SSL_has_pending = load("SSL_has_pending", from: ssl)
+      SSL_CTX_set_default_read_buffer_len = load("SSL_CTX_set_default_read_buffer_len", from: ssl)
       SSL_get_error = load("SSL_get_error", from: ssl)
       SSL_get_verify_result = load("SSL_get_verify_result", from: ssl)
       SSL_get1_peer_certificate = load("SSL_get1_peer_certificate", from: ssl)

@@ -454,7 +454,7 @@ import Promises
     {
       while true {
         let (fd, wake) = try descriptors()
-        switch stream.read(into: buffer) {
+        switch stream.readAvailable(into: buffer) {
         case .done(let count):
           if count == 0, isStopped { throw URLError(.cancelled) }
           return count

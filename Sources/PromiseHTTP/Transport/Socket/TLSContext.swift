@@ -18,6 +18,8 @@ import Promises
     let library: OpenSSL
     let context: OpaquePointer
     let trust: HTTPClient.ServerTrust
+    /// The size of OpenSSL's read buffer, which read ahead fills from the socket in one call.
+    static let readBufferLength = 64 * 1024
 
     /// Sets up a context trusting the system's store and `trust`'s certificates.
     ///
@@ -37,6 +39,10 @@ import Promises
       _ = library.SSL_CTX_ctrl(
         context, OpenSSL.SSL_CTRL_MODE,
         OpenSSL.SSL_MODE_ENABLE_PARTIAL_WRITE | OpenSSL.SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, nil)
+      // Read ahead: OpenSSL reads whatever the socket holds into its own buffer, several
+      // records in one `read`, rather than a record's 5-byte header and then its body in two.
+      _ = library.SSL_CTX_ctrl(context, OpenSSL.SSL_CTRL_SET_READ_AHEAD, 1, nil)
+      library.SSL_CTX_set_default_read_buffer_len(context, Self.readBufferLength)
       // A server that closes without a close_notify (common with `Connection: close`) ends the
       // stream as a closed socket does; HTTP's own framing tells a cut-off body.
       _ = library.SSL_CTX_set_options(context, OpenSSL.SSL_OP_IGNORE_UNEXPECTED_EOF)
@@ -134,6 +140,9 @@ import Promises
     let context: TLSContext
     let ssl: OpaquePointer
     let host: String
+    /// The end or failure that stopped `readAvailable(into:)` after it had read some bytes; the
+    /// same one thread reads and writes it.
+    private var heldStep: Step?
 
     /// Prepares a client connection to `host` over `socket`: SNI (for a name, not an address),
     /// the name or address the certificate must carry, ALPN `http/1.1`.
@@ -204,6 +213,30 @@ import Promises
       return result > 0 ? .done(Int(result)) : step(result, reading: true)
     }
 
+    /// Reads into `buffer` as many bytes as have arrived, without waiting once some are read.
+    ///
+    /// `SSL_read` gives one TLS record a call (16 KiB at most, often less), and each read handed
+    /// on alone costs its reader a delivery: a copy, a lock, a file write. What ends a batch
+    /// after some bytes were read — the end of the stream or a failure — is kept and returned by
+    /// the next call, so that nothing read is lost to it and it is not lost either.
+    func readAvailable(into buffer: UnsafeMutableRawBufferPointer) -> Step {
+      if let held = heldStep {
+        heldStep = nil
+        return held
+      }
+      var total = 0
+      while total < buffer.count {
+        let step = read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[total...]))
+        guard case .done(let count) = step, count > 0 else {
+          if total == 0 { return step }
+          if case .wants = step {} else { heldStep = step }
+          return .done(total)
+        }
+        total += count
+      }
+      return .done(total)
+    }
+
     /// Writes from `bytes`; may write only part of them.
     func write(_ bytes: UnsafeRawBufferPointer) -> Step {
       let library = context.library
@@ -213,7 +246,10 @@ import Promises
     }
 
     /// Whether decrypted bytes wait in OpenSSL's buffer, unread.
-    var hasPendingBytes: Bool { context.library.SSL_pending(ssl) > 0 }
+    ///
+    /// `SSL_has_pending`, not `SSL_pending`: read ahead, bytes can wait in OpenSSL's buffer
+    /// before they are decrypted, and the socket no longer shows them.
+    var hasPendingBytes: Bool { heldStep != nil || context.library.SSL_has_pending(ssl) != 0 }
 
     private func step(_ result: Int32, reading: Bool) -> Step {
       let library = context.library
