@@ -2,6 +2,8 @@ import Foundation
 
 #if canImport(Glibc)
   import Glibc
+#elseif canImport(Darwin)
+  import Darwin
 #endif
 
 /// A cheap, order-sensitive 64-bit checksum of a byte stream, fed in pieces of any size.

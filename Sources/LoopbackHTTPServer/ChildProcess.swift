@@ -321,7 +321,7 @@
     private mutating func read(from fd: Int32, untilBlocked: Bool) {
       var buffer = [UInt8](repeating: 0, count: 64 << 10)
       repeat {
-        let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        let count = buffer.withUnsafeMutableBytes { SystemCalls.read(fd, $0.baseAddress, $0.count) }
         if count > 0 {
           if fd == output {
             outputData.append(contentsOf: buffer[0..<count])
@@ -452,7 +452,7 @@
       var offset = 0
       while offset < data.count {
         let count = data[(data.startIndex + offset)...].withUnsafeBytes {
-          Glibc.write(input, $0.baseAddress, $0.count)
+          SystemCalls.write(input, $0.baseAddress, $0.count)
         }
         if count >= 0 {
           offset += count

@@ -2,6 +2,8 @@ import Foundation
 
 #if canImport(Glibc)
   import Glibc
+#elseif canImport(Darwin)
+  import Darwin
 #endif
 
 /// A deterministic body of any length, produced on the fly and never held whole in memory.

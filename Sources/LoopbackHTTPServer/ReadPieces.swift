@@ -2,6 +2,8 @@ import Foundation
 
 #if canImport(Glibc)
   import Glibc
+#elseif canImport(Darwin)
+  import Darwin
 #endif
 
 /// Reads `fd` from its current offset to its end, in pieces of at most `pieceSize` bytes handed

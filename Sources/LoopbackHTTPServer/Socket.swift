@@ -2,6 +2,8 @@ import Foundation
 
 #if canImport(Glibc)
   import Glibc
+#elseif canImport(Darwin)
+  import Darwin
 #endif
 
 /// An error thrown when the server cannot open a listening socket.
@@ -26,7 +28,7 @@ enum Socket {
   static func listen(
     on address: String, listening: Bool = true
   ) throws(LoopbackServerError) -> (fd: Int32, port: Int) {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    let fd = SystemCalls.streamSocket(family: AF_INET)
     guard fd >= 0 else { throw LoopbackServerError(operation: "socket", code: errno) }
     var one: Int32 = 1
     if listening { setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) }
@@ -47,7 +49,7 @@ enum Socket {
       close(fd)
       throw LoopbackServerError(operation: "bind(\(address))", code: code)
     }
-    guard !listening || Glibc.listen(fd, 256) == 0 else {
+    guard !listening || SystemCalls.listen(fd, backlog: 256) == 0 else {
       let code = errno
       close(fd)
       throw LoopbackServerError(operation: "listen(\(address))", code: code)
@@ -67,7 +69,7 @@ enum Socket {
   /// Waits for a connection; returns its descriptor, or `nil` when the listener is shut down.
   static func accept(_ listener: Int32) -> Int32? {
     while true {
-      let fd = Glibc.accept(listener, nil, nil)
+      let fd = SystemCalls.accept(listener)
       if fd >= 0 {
         // accept4 is not visible without _GNU_SOURCE; set close-on-exec separately.
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
@@ -120,7 +122,7 @@ enum Socket {
   }
 
   private static func sendAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Bool {
-    repeatingPartialWrites(buffer) { Glibc.send(fd, $0, $1, Int32(MSG_NOSIGNAL)) }
+    repeatingPartialWrites(buffer) { SystemCalls.send(fd, $0, $1) }
   }
 
   /// Calls `write` with the rest of `buffer` until all of it is written (retrying on `EINTR`);
@@ -167,16 +169,16 @@ enum Socket {
 
   /// Shuts down both directions, waking any thread blocked on the socket.
   static func shutdownBoth(_ fd: Int32) {
-    _ = Glibc.shutdown(fd, Int32(SHUT_RDWR))
+    _ = SystemCalls.shutdown(fd, Int32(SHUT_RDWR))
   }
 
   /// Shuts down the sending direction: the peer sees FIN after the data already written.
   static func shutdownWrite(_ fd: Int32) {
-    _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+    _ = SystemCalls.shutdown(fd, Int32(SHUT_WR))
   }
 
   /// Closes the descriptor.
   static func close(_ fd: Int32) {
-    _ = Glibc.close(fd)
+    _ = SystemCalls.close(fd)
   }
 }
