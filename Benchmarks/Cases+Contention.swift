@@ -20,6 +20,21 @@ extension Plan {
       handoffCase(workload, variant: "dispatch", expected: expected) { value, callback in
         baselineQueue.async { callback(value) }
       },
+      // The cheapest hand-written delivery: the callback is known before the values exist (no
+      // registration racing the fulfilment, no slot), and the fulfilling thread does one
+      // `queue.async` per value.
+      BenchCase(workload: workload, variant: "dispatch-direct", expected: expected) {
+        let countdown = Countdown(count)
+        let callback: @Sendable (Int) -> Void = { value in countdown.arrive(adding: value) }
+        let fulfiller = RacingThread {
+          for index in 0..<count { baselineQueue.async { callback(index) } }
+        }
+        return {
+          fulfiller.go()
+          try fulfiller.join()
+          return try countdown.wait()
+        }
+      },
       BenchCase(workload: workload, variant: "promise", expected: expected) {
         let pending = (0..<count).map { _ in Promise<Int>.pending() }
         let countdown = Countdown(count)
