@@ -63,6 +63,36 @@ struct SocketTLSTests {
     }
   }
 
+  @Test func anAnswerBeforeTheBodyOverHTTPSIsDeliveredWhileTheServerHoldsTheConnection() async throws {
+    // The server answers 413 and keeps the connection open, reading nothing: the answer has to
+    // be found while the body waits on a full send buffer (the request's 20 s would otherwise
+    // end it, as a timeout; the server holds it for 60 s).
+    try await withFileServer { server, certificate async throws in
+      var settings = configuration(trusting: certificate)
+      settings.timeout = .seconds(20)
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: settings)
+      let (result, _) = await outcome(
+        of: client.upload(.data(TLSFileServer.body(32 << 20)), to: "early", method: .put))
+      guard case .unacceptableStatus(let status, _, let excerpt, _)? = httpError(result) else {
+        Issue.record("got \(String(describing: httpError(result)))")
+        return
+      }
+      #expect(status == 413)
+      #expect(excerpt == "too large")
+      #expect(server.log.contains("answered early"))
+    }
+  }
+
+  @Test func anInterimAnswerDuringAnUploadOverHTTPSIsReadAway() async throws {
+    try await withFileServer { server, certificate async throws in
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: configuration(trusting: certificate))
+      let body = TLSFileServer.body(32 << 20)
+      let response = try await client.upload(.data(body), to: "continue", method: .put).value
+      #expect(response.statusCode == 200)
+      #expect(String(decoding: response.body, as: UTF8.self) == "received \(body.count)")
+    }
+  }
+
   @Test func bytesAfterAnAnswerOverTLSAreNeverReadAsTheNextAnswer() async throws {
     // The planted response comes in the same TLS record as the answer, so it is decrypted and
     // read with it: bytes past the answer's framed end keep the connection out of the pool.
@@ -365,7 +395,7 @@ private func withFileServer<T>(
 /// standard input closes.
 enum TLSFileServer {
   static let script = """
-    import os, socket, ssl, sys, threading
+    import os, socket, ssl, sys, threading, time
     \(TLSServer.lockedPrint)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(sys.argv[1], sys.argv[2])
@@ -392,6 +422,17 @@ enum TLSFileServer {
                 fields = dict((l.split(b":", 1)[0].strip().lower(), l.split(b":", 1)[1].strip()) for l in lines[1:])
                 print("request", lines[0].decode("latin-1"), "|", fields.get(b"user-agent", b"").decode("latin-1"), flush=True)
                 method, path = lines[0].split(b" ")[0:2]
+                if method == b"PUT" and path == b"/early":
+                    # An answer before the body, then the connection held open, nothing read.
+                    tls.sendall(b"HTTP/1.1 413 Payload Too Large\\r\\nContent-Length: 9\\r\\nConnection: close\\r\\n\\r\\ntoo large")
+                    print("answered early", flush=True)
+                    time.sleep(60)
+                    return
+                if method == b"PUT" and path == b"/continue":
+                    # An interim answer at once; the body is read after a pause, so the client's
+                    # send is waiting on a full buffer when the interim answer is there to read.
+                    tls.sendall(b"HTTP/1.1 100 Continue\\r\\n\\r\\n")
+                    time.sleep(0.5)
                 if method == b"PUT":
                     length = int(fields.get(b"content-length", b"0"))
                     received = len(rest)

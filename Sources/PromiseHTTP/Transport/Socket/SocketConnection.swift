@@ -373,10 +373,10 @@ import Promises
 
     /// Sends all of `bytes` through TLS.
     ///
-    /// As over plain TCP, but a response that arrives while the body is being sent is not
-    /// looked for: its bytes are TLS records, not a head to peek at, and a server's session
-    /// tickets arrive the same way. A server that stops reading fails the send after
-    /// `idleTimeout` without progress, or when it closes.
+    /// As over plain TCP: a response that arrives while the body is being sent ends the send
+    /// (its bytes, decrypted to be looked at, are kept for the reader), interim (1xx) responses
+    /// and TLS's own messages (session tickets) do not. A server that stops reading without
+    /// answering fails the send after `idleTimeout` without progress, or when it closes.
     private func send(
       _ bytes: UnsafeRawBufferPointer, over stream: TLSStream, flowing: () -> Void
     ) throws(URLError) {
@@ -388,9 +388,28 @@ import Promises
           offset += count
         case .wants(.write):
           switch Self.waitToSend(
-            fd, wake: wake, timeout: idleTimeout, watchingAnswers: false, flowing: flowing)
+            fd, wake: wake, timeout: idleTimeout, watchingAnswers: true, flowing: flowing)
           {
-          case .writable, .answered: continue
+          case .writable: continue
+          case .answered:
+            switch stream.readAnswerEarly() {
+            case .none:
+              continue
+            case _ where isStopped:
+              throw URLError(.cancelled)
+            case .answer:
+              throw URLError(
+                .networkConnectionLost,
+                userInfo: [NSLocalizedDescriptionKey: "The server answered before the whole body was sent"])
+            case .closed:
+              throw URLError(
+                .networkConnectionLost,
+                userInfo: [
+                  NSLocalizedDescriptionKey: "The server closed the connection before the whole body was sent"
+                ])
+            case .failed(let code, let reason):
+              throw Self.tlsFailure("Send", code: code, reason: reason)
+            }
           case .stopped: throw URLError(.cancelled)
           case .idle: throw try timedOut()
           }

@@ -143,6 +143,9 @@ import Promises
     /// The end or failure that stopped `readAvailable(into:)` after it had read some bytes; the
     /// same one thread reads and writes it.
     private var heldStep: Step?
+    /// Bytes of an answer read while the request's body was being sent (`readAnswerEarly()`),
+    /// handed out first by `readAvailable(into:)`; the same one thread reads and writes them.
+    private var early: [UInt8] = []
 
     /// Prepares a client connection to `host` over `socket`: SNI (for a name, not an address),
     /// the name or address the certificate must carry, ALPN `http/1.1`.
@@ -220,6 +223,12 @@ import Promises
     /// after some bytes were read — the end of the stream or a failure — is kept and returned by
     /// the next call, so that nothing read is lost to it and it is not lost either.
     func readAvailable(into buffer: UnsafeMutableRawBufferPointer) -> Step {
+      if !early.isEmpty, buffer.count > 0 {
+        let count = min(early.count, buffer.count)
+        early.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: count) }
+        early.removeFirst(count)
+        return .done(count)
+      }
       if let held = heldStep {
         heldStep = nil
         return held
@@ -237,6 +246,58 @@ import Promises
       return .done(total)
     }
 
+    /// What arrived while a request's body was being sent.
+    enum EarlyAnswer {
+      /// Nothing but interim (1xx) responses, read away, or TLS's own messages (a session
+      /// ticket): the server still takes the body.
+      case none
+      /// Bytes of a final response (or of something that is not an interim one), kept for
+      /// `readAvailable(into:)`.
+      case answer
+      /// The end of the stream.
+      case closed
+      /// Reading failed.
+      case failed(errno: Int32, reason: String?)
+    }
+
+    /// Reads what the server sent while the body was being sent, without waiting, and says
+    /// whether it is an answer; interim (1xx) responses are dropped, the rest is kept.
+    ///
+    /// Over plain TCP the socket is peeked at; through TLS the records have to be decrypted to
+    /// be looked at, so what they hold is kept here, read before anything else.
+    func readAnswerEarly() -> EarlyAnswer {
+      var piece = [UInt8](repeating: 0, count: 16 * 1024)
+      while true {
+        let step = piece.withUnsafeMutableBytes { read(into: $0) }
+        switch step {
+        case .done(0):
+          return early.isEmpty ? .closed : .answer
+        case .done(let count):
+          early.append(contentsOf: piece[..<count])
+          while true {
+            let end = early.withUnsafeBytes { HTTP1ResponseHead.end(in: $0) }
+            // A head still arriving: a full one that is too long is the reader's to refuse.
+            guard let end else {
+              if early.count >= HTTP1ResponseHead.maximumSize { return .answer }
+              break
+            }
+            let head = early.withUnsafeBytes {
+              try? HTTP1ResponseHead.parse(UnsafeRawBufferPointer(rebasing: $0[..<end]))
+            }
+            guard let head, (100..<200).contains(head.statusCode), head.statusCode != 101 else {
+              return .answer
+            }
+            early.removeFirst(end)
+          }
+        case .wants:
+          // Nothing more for now; part of a head waits, kept, for the rest.
+          return .none
+        case .failed(let code, let reason):
+          return early.isEmpty ? .failed(errno: code, reason: reason) : .answer
+        }
+      }
+    }
+
     /// Writes from `bytes`; may write only part of them.
     func write(_ bytes: UnsafeRawBufferPointer) -> Step {
       let library = context.library
@@ -249,7 +310,9 @@ import Promises
     ///
     /// `SSL_has_pending`, not `SSL_pending`: read ahead, bytes can wait in OpenSSL's buffer
     /// before they are decrypted, and the socket no longer shows them.
-    var hasPendingBytes: Bool { heldStep != nil || context.library.SSL_has_pending(ssl) != 0 }
+    var hasPendingBytes: Bool {
+      !early.isEmpty || heldStep != nil || context.library.SSL_has_pending(ssl) != 0
+    }
 
     private func step(_ result: Int32, reading: Bool) -> Step {
       let library = context.library
