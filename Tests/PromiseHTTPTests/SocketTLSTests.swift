@@ -93,6 +93,36 @@ struct SocketTLSTests {
     }
   }
 
+  /// Where no OpenSSL 3 can be loaded (here: `PROMISEHTTP_OPENSSL_DIR` names a directory without
+  /// one, set in a child process before the library is first looked for), a request that only
+  /// the socket transport could make safely is refused unsent, and the error says why.
+  @Test(.tags(.childProcess)) func withoutOpenSSLAPinnedHostIsRefusedNamingTheMissingLibrary() async {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+      setenv("PROMISEHTTP_OPENSSL_DIR", "/nonexistent-openssl", 1)
+      var settings = HTTPClient.Configuration(retryPolicy: .none)
+      settings.serverTrust = .init(publicKeyPins: ["127.0.0.1": [Data(repeating: 0, count: 32)]])
+      // Port 9 (discard): nothing is listening, and nothing may be sent anyway.
+      let client = HTTPClient(baseURL: URL(string: "https://127.0.0.1:9/")!, configuration: settings)
+      let (result, _) = await outcome(of: client.get("config"))
+      guard OpenSSL.loaded == nil else {
+        print("PROBLEM | OpenSSL was loaded from a directory without it")
+        exit(1)
+      }
+      guard case .failure(HTTPError.transport(let error, _)) = result, error.code == .secureConnectionFailed
+      else {
+        print("PROBLEM | expected a refusal, got \(result)")
+        exit(1)
+      }
+      let message = error.failureMessage ?? ""
+      for part in ["no OpenSSL 3 library could be loaded", "/nonexistent-openssl/libssl.so.3", "not sent"]
+      where !message.contains(part) {
+        print("PROBLEM | the message does not say \"\(part)\": \(message)")
+        exit(1)
+      }
+    }
+    DeadlineTests.recordProblems(of: result)
+  }
+
   @Test func bytesAfterAnAnswerOverTLSAreNeverReadAsTheNextAnswer() async throws {
     // The planted response comes in the same TLS record as the answer, so it is decrypted and
     // read with it: bytes past the answer's framed end keep the connection out of the pool.

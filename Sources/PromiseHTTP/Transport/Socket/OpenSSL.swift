@@ -105,7 +105,16 @@ import Foundation
 
     /// The names tried, in order: OpenSSL 3's, then the unversioned link of a development
     /// package (accepted only if it has every function, which OpenSSL 1.1 has not).
-    static let libraryNames = [("libssl.so.3", "libcrypto.so.3"), ("libssl.so", "libcrypto.so")]
+    ///
+    /// With `PROMISEHTTP_OPENSSL_DIR` set in the environment, only the OpenSSL 3 libraries of
+    /// that directory are tried (an OpenSSL 3 installed beside an older system one, say).
+    static var libraryNames: [(String, String)] {
+      if let directory = ProcessInfo.processInfo.environment["PROMISEHTTP_OPENSSL_DIR"], !directory.isEmpty {
+        let base = directory.hasSuffix("/") ? directory : directory + "/"
+        return [(base + "libssl.so.3", base + "libcrypto.so.3")]
+      }
+      return [("libssl.so.3", "libcrypto.so.3"), ("libssl.so", "libcrypto.so")]
+    }
 
     private init() throws(URLError) {
       var reasons: [String] = []
