@@ -209,8 +209,10 @@ extension Promise {
   }
 }
 
-/// The `then` that takes a closure returning a value or nothing: it exists so that the compiler
-/// names the verb to use (`map` or `done`). Not for you to conform to.
+/// Declares the `then` for closures that return a value or nothing, which is an error.
+///
+/// It exists so that the compiler names the verb to use (`map` or `done`). Not for you to
+/// conform to.
 ///
 /// Why a protocol with an unavailable conformance, and not an unavailable overload on `Promise`:
 /// Swift skips an unavailable overload while it looks for a solution, so a value closure handed
