@@ -32,28 +32,6 @@ extension Promise {
     return next
   }
 
-  /// A closure that returns a value or nothing is a `map` or a `done` step, not a `then` step.
-  ///
-  /// Unavailable: it exists so that the compiler names the verb to use. Swift skips an
-  /// unavailable overload while it looks for a solution, so this one costs nothing in code that
-  /// compiles.
-  ///
-  /// Disfavoured like `map`'s stub: when a chain fails, Swift solves it again with unavailable
-  /// overloads in play to find a diagnosis, and a disfavoured one is tried last (issue 31,
-  /// TypeCheck/RESULTS.md).
-  @available(
-    *, unavailable,
-    message:
-      "'then' takes a closure that returns a promise; use 'map' for a closure that returns a value, 'done' for one that returns nothing"
-  )
-  @_disfavoredOverload
-  public func then<NewValue>(
-    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
-    _ body: @escaping @Sendable (Value) throws -> NewValue
-  ) -> Promise<NewValue> {
-    fatalError("unavailable")
-  }
-
   /// Returns a promise fulfilled once `body` has run with this promise's value: a step that
   /// returns nothing.
   ///
@@ -228,5 +206,43 @@ extension Promise {
   /// Returns a promise of `Void` settled when this one is: the value is dropped.
   public func asVoid(on queue: DispatchQueue = .promises) -> Promise<Void> {
     valueStep(on: queue, file: #fileID, line: #line) { _ in () }
+  }
+}
+
+/// Declares the `then` for closures that return a value or nothing, which is an error.
+///
+/// It exists so that the compiler names the verb to use (`map` or `done`). Not for you to
+/// conform to.
+///
+/// Why a protocol with an unavailable conformance, and not an unavailable overload on `Promise`:
+/// Swift skips an unavailable overload while it looks for a solution, so a value closure handed
+/// to `then` was first refuted against `Promise<U>` (every operator and literal of the body
+/// tried), then solved again in the diagnostic mode with the stub in play, the refutation
+/// included: a ternary of arithmetic took 0.9–1.2 s to be named, two operator links 2.5 s
+/// (issue 31, TypeCheck/RESULTS.md). This `then` is available to the solver, which finds the
+/// solution that uses it in the first pass, and is disfavoured, so that a closure returning a
+/// promise still gets `Promise`'s own `then`; only the conformance it needs is unavailable, and
+/// Swift reports that, with the message below, once the expression has been solved.
+public protocol _ThenTakesAPromise {
+  /// The promise's value, which the closure receives.
+  associatedtype Value: Sendable
+}
+
+@available(
+  *, unavailable,
+  message:
+    "'then' takes a closure that returns a promise; use 'map' for a closure that returns a value, 'done' for one that returns nothing"
+)
+extension Promise: _ThenTakesAPromise {}
+
+extension _ThenTakesAPromise {
+  /// A closure that returns a value or nothing is a `map` or a `done` step, not a `then` step:
+  /// using this overload is an error, which names them (see `_ThenTakesAPromise`).
+  @_disfavoredOverload
+  public func then<NewValue>(
+    on queue: DispatchQueue = .promises, file: StaticString = #fileID, line: UInt = #line,
+    _ body: @escaping @Sendable (Value) throws -> NewValue
+  ) -> Promise<NewValue> {
+    fatalError("unavailable")
   }
 }
