@@ -12,6 +12,16 @@ struct PromiseThenTests {
     #expect(try await Promise(20).map { $0 + 1 }.map { "\($0 * 2)" }.value == "42")
   }
 
+  /// `Promise<T>.Value` names `T`: a user's code that spells it keeps compiling (it was made
+  /// unavailable while `then`'s misuse stub declared an associated type `Value` of its own
+  /// through an unavailable conformance; the API-break check reported it).
+  @Test func promiseValueNamesTheValueType() {
+    let value: Promise<Int>.Value = 3
+    func valueType<P: _PromiseConvertible>(of _: P) -> P.Value.Type { P.Value.self }
+    #expect(value == 3)
+    #expect(valueType(of: Promise("x")) == String.self)
+  }
+
   @Test func thenAdoptsAFulfilledPromise() async throws {
     #expect(try await Promise(1).then { Promise($0 + 1) }.value == 2)
   }

@@ -223,10 +223,12 @@ extension Promise {
 /// solution that uses it in the first pass, and is disfavoured, so that a closure returning a
 /// promise still gets `Promise`'s own `then`; only the conformance it needs is unavailable, and
 /// Swift reports that, with the message below, once the expression has been solved.
-public protocol _ThenTakesAPromise {
-  /// The promise's value, which the closure receives.
-  associatedtype Value: Sendable
-}
+///
+/// It refines `_PromiseConvertible` and declares no associated type of its own: `Value` is
+/// `_PromiseConvertible`'s, whose conformance is available. With an associated type of its
+/// own, `Promise<Int>.Value` named the type witness of this unavailable conformance, and a
+/// user's `Promise<Int>.Value` no longer compiled.
+public protocol _ThenTakesAPromise: _PromiseConvertible {}
 
 @available(
   *, unavailable,
