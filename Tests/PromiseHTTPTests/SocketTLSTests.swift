@@ -219,6 +219,53 @@ struct SocketTLSTests {
     }
   }
 
+  /// A server that requires a client certificate (the socket transport sends none): under
+  /// TLS 1.3 its `certificate_required` alert arrives after the handshake, when the answer is
+  /// read, and is `.clientCertificateRequired`, not a lost connection that a retry policy would
+  /// send again; under TLS 1.2 the handshake fails with the server's alert.
+  @Test(arguments: [false, true]) func aServerThatRequiresAClientCertificateIsRefusedOnce(tls12: Bool)
+    async throws
+  {
+    try await withDirectory { directory in
+      let certificate = try await offThePool {
+        Result {
+          try TestCertificate.make(
+            commonName: "localhost", alternativeNames: "DNS:localhost,IP:127.0.0.1", in: directory)
+        }
+      }.get()
+      let script = TLSServer.script.replacingOccurrences(
+        of: "context.load_cert_chain(sys.argv[1], sys.argv[2])\n",
+        with: """
+          context.load_cert_chain(sys.argv[1], sys.argv[2])
+          context.verify_mode = ssl.CERT_REQUIRED
+          context.load_verify_locations(sys.argv[1])
+          \(tls12 ? "context.maximum_version = ssl.TLSVersion.TLSv1_2" : "")
+
+          """)
+      #expect(script.contains("CERT_REQUIRED"))
+      let server = try await offThePool { Result { try TLSServer(serving: certificate, script: script) } }
+        .get()
+      defer { server.stop() }
+      let client = HTTPClient(
+        baseURL: server.baseURL(),
+        configuration: configuration(trusting: try Data(contentsOf: certificate.certificate)))
+      let (result, _) = await outcome(of: client.get("config"))
+      let error = try urlError(result)
+      if tls12 {
+        #expect(error.code == .secureConnectionFailed, "\(error.localizedDescription)")
+        #expect(
+          error.localizedDescription.contains("alert handshake failure"), "\(error.localizedDescription)")
+      } else {
+        #expect(error.code == .clientCertificateRequired, "\(error.localizedDescription)")
+        #expect(
+          error.localizedDescription.hasPrefix("The server requires a client certificate"),
+          "\(error.localizedDescription)")
+      }
+      let connections = try await offThePool { Result { try server.connections() } }.get()
+      #expect(connections == 1, "not retried: \(server.log)")
+    }
+  }
+
   @Test func aMatchingPinIsAcceptedAndAnotherKeyIsRefused() async throws {
     try await withFileServer { server, certificate in
       let pin = try TLSContext.publicKeyPin(ofPEM: certificate)

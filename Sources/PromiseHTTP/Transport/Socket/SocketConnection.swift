@@ -219,6 +219,9 @@ import Promises
           let cause =
             reason ?? (code != 0 ? String(cString: strerror(code)) : "the server closed the connection")
           let name = host.contains(":") ? "[\(host)]" : host
+          if let reason, TLSStream.isClientCertificateAlert(reason) {
+            throw TLSStream.clientCertificateRequired("TLS connect error with \(name): \(cause)")
+          }
           throw URLError(
             .secureConnectionFailed,
             userInfo: [NSLocalizedDescriptionKey: "TLS connect error with \(name): \(cause)"])
@@ -417,15 +420,24 @@ import Promises
           try waitForTLS(.read, fd: fd, wake: wake)
         case .failed(let code, let reason):
           if isStopped { throw URLError(.cancelled) }
-          throw Self.tlsFailure("Send", code: code, reason: reason)
+          // The server's alert, when it sent one before it closed, says why better than the reset.
+          throw Self.tlsFailure("Send", code: code, reason: stream.alertAfterFailedWrite() ?? reason)
         }
       }
     }
 
     /// The error of a TLS read or write (`what`: "Send" or "Recv", in libcurl's words) that
     /// failed with `errno` `code` or OpenSSL's `reason`.
+    ///
+    /// A server that wants a client certificate and got none ends TLS 1.3 with the
+    /// `certificate_required` alert after the handshake, so it arrives here rather than in
+    /// `startTLS(host:context:)`: that is `.clientCertificateRequired` (never retried), not a
+    /// lost connection.
     private static func tlsFailure(_ what: String, code: Int32, reason: String?) -> URLError {
       let cause = reason ?? (code != 0 ? String(cString: strerror(code)) : "connection closed")
+      if let reason, TLSStream.isClientCertificateAlert(reason) {
+        return TLSStream.clientCertificateRequired("\(what) failure: \(cause)")
+      }
       return URLError(
         .networkConnectionLost, userInfo: [NSLocalizedDescriptionKey: "\(what) failure: \(cause)"])
     }

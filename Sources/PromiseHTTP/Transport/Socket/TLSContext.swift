@@ -200,6 +200,23 @@ import Promises
       case failed(errno: Int32, reason: String?)
     }
 
+    /// Whether OpenSSL's `reason` is the server's alert that it wants a client certificate
+    /// (TLS 1.3's `certificate_required`, alert 116: "tlsv13 alert certificate required").
+    static func isClientCertificateAlert(_ reason: String) -> Bool {
+      reason.contains("alert certificate required")
+    }
+
+    /// A `URLError.clientCertificateRequired` for a server that asked for a client certificate,
+    /// which the socket transport does not send; `detail` is OpenSSL's account.
+    static func clientCertificateRequired(_ detail: String) -> URLError {
+      URLError(
+        .clientCertificateRequired,
+        userInfo: [
+          NSLocalizedDescriptionKey:
+            "The server requires a client certificate, which the socket transport does not send (\(detail))"
+        ])
+    }
+
     /// Takes one step of the handshake.
     func handshake() -> Step {
       let library = context.library
@@ -304,6 +321,24 @@ import Promises
       library.ERR_clear_error()
       let result = library.SSL_write(ssl, bytes.baseAddress, Int32(clamping: bytes.count))
       return result > 0 ? .done(Int(result)) : step(result, reading: false)
+    }
+
+    /// OpenSSL's reasons for an alert the server sent before it closed, read after a write
+    /// failed (the connection reset or closed), or `nil` if none is there to read.
+    ///
+    /// A server that refuses the connection once the handshake is over (TLS 1.3's
+    /// `certificate_required`) sends its alert and closes; a request written after that fails
+    /// with a reset, and the alert that says why waits, unread, in the socket's receive buffer.
+    func alertAfterFailedWrite() -> String? {
+      let library = context.library
+      library.ERR_clear_error()
+      var byte: UInt8 = 0
+      let result = library.SSL_read(ssl, &byte, 1)
+      guard result <= 0, library.SSL_get_error(ssl, result) == OpenSSL.SSL_ERROR_SSL else {
+        library.ERR_clear_error()
+        return nil
+      }
+      return library.errorQueueText()
     }
 
     /// Whether decrypted bytes wait in OpenSSL's buffer, unread.
