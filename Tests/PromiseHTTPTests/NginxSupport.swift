@@ -14,6 +14,9 @@ import LoopbackHTTPServer
 /// on that connection, the status, the method and the request URI. The tests tag their
 /// requests with a query of their own (`?t=TAG`) and read their lines with `log(tagged:count:)`:
 /// the lines tell which requests shared a connection, as seen by the server.
+///
+/// Over HTTPS it asks every client for a certificate (`ssl_verify_client optional`), and
+/// `/mtls/` answers 200 with the subject of a certificate signed by `authority`, 403 without.
 final class NginxServer: Sendable {
   /// The `nginx` executable on PATH (or in /usr/sbin), if there is one.
   static let executable: String? = {
@@ -37,6 +40,10 @@ final class NginxServer: Sendable {
   let authority: Data
   /// The PEM file of `authority`, for curl's `--cacert`.
   let authorityFile: URL
+  /// The server's own certificate for 127.0.0.1 and its key (PEM), signed by `authority`: a
+  /// client certificate that nginx accepts, too.
+  var leafCertificate: URL { directory.appendingPathComponent("leaf.pem") }
+  var leafKey: URL { directory.appendingPathComponent("leaf.key") }
   /// The directory nginx serves (`www`) and logs in; removed by the watcher when it stops.
   let directory: URL
   // Kept so that its standard input stays open until the test process exits.
@@ -74,7 +81,13 @@ final class NginxServer: Sendable {
         ssl_certificate @DIR@/leaf.pem;
         ssl_certificate_key @DIR@/leaf.key;
         ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_client_certificate @DIR@/ca.pem;
+        ssl_verify_client optional;
         root @DIR@/www;
+        location /mtls/ {
+          if ($ssl_client_verify != SUCCESS) { return 403 "no client certificate: $ssl_client_verify\n"; }
+          return 200 "client $ssl_client_s_dn\n";
+        }
         location /upload/ { dav_methods PUT; create_full_put_path on; }
         location /short/ { keepalive_timeout 1s; }
         location /close/ { keepalive_timeout 0; }

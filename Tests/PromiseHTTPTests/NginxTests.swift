@@ -194,4 +194,29 @@ struct NginxTests {
     #expect(stored == NginxServer.big, "stored whole: \(stored.count) bytes")
     try? FileManager.default.removeItem(at: server.directory.appendingPathComponent("www/\(name)"))
   }
+
+  /// nginx asks for a client certificate (`ssl_verify_client optional`) and `/mtls/` names the
+  /// one it verified: the client's `clientCertificate` is presented and accepted; a client
+  /// without one gets nginx's 403, over a handshake that still succeeds.
+  @Test func aClientCertificateIsPresentedToNginx() async throws {
+    guard OpenSSL.loaded != nil else { return }
+    let server = try await server()
+    var configuration = client(server, overTLS: true).configuration
+    configuration.clientCertificate = HTTPClient.ClientCertificate(
+      certificateChain: try Data(contentsOf: server.leafCertificate),
+      privateKey: try Data(contentsOf: server.leafKey))
+    let identified = HTTPClient(baseURL: server.baseURL(overTLS: true), configuration: configuration)
+    let response = try await identified.get("mtls/whoami").value
+    #expect(response.statusCode == 200 && response.text == "client CN=localhost\n", "\(response.text)")
+
+    let anonymous = client(server, overTLS: true)
+    let (result, _) = await outcome(of: anonymous.get("mtls/whoami"))
+    guard case .unacceptableStatus(let status, _, let excerpt, _) = httpError(result) else {
+      Issue.record("expected nginx's 403, got \(result)")
+      return
+    }
+    #expect(
+      status == 403
+        && excerpt.trimmingCharacters(in: .whitespacesAndNewlines) == "no client certificate: NONE")
+  }
 }

@@ -126,6 +126,12 @@ extension HTTPClient {
     /// The socket transport honours it; `URLSession` cannot, so a request to a pinned host that
     /// would go through it fails instead of going unpinned (see `HTTPClient.ServerTrust`).
     public var serverTrust: ServerTrust = .system
+    /// The certificate and key the client presents to an HTTPS server that asks for one; `nil`
+    /// (none) by default.
+    ///
+    /// The socket transport presents it; `URLSession` cannot, so an HTTPS request that would go
+    /// through it fails instead of going without (see `HTTPClient.ClientCertificate`).
+    public var clientCertificate: ClientCertificate? = nil
 
     /// `HTTPClient.defaultTimeout`, where its rationale is.
     @usableFromInline static let defaultTimeout: Duration = .seconds(30)

@@ -176,7 +176,8 @@ public final class HTTPClient: Sendable {
       sensitiveParameters: sensitiveParameters)
     self.transport = Transport(
       configuration: session, callbackQueue: queue,
-      socketTransport: configuration.engine == .automatic, trust: configuration.serverTrust)
+      socketTransport: configuration.engine == .automatic, trust: configuration.serverTrust,
+      clientCertificate: configuration.clientCertificate)
   }
 
   /// Creates a client that uses the configuration of `session`: its cookie storage, cache,

@@ -227,6 +227,7 @@ extension HTTPError: CustomStringConvertible, CustomDebugStringConvertible, Loca
     case .serverCertificateNotYetValid: return "server certificate not yet valid"
     case .serverCertificateHasUnknownRoot: return "server certificate has an unknown root"
     case .clientCertificateRequired: return "client certificate required"
+    case .clientCertificateRejected: return "client certificate rejected"
     case .unsupportedURL: return "unsupported URL"
     case .cancelled: return "cancelled"
     case .userAuthenticationRequired: return "authentication required"

@@ -53,10 +53,11 @@ final class Transport: Sendable {
   /// the socket transport (`HTTPClient.Engine.automatic`).
   init(
     configuration: URLSessionConfiguration, callbackQueue: DispatchQueue, socketTransport: Bool = true,
-    trust: HTTPClient.ServerTrust = .system
+    trust: HTTPClient.ServerTrust = .system, clientCertificate: HTTPClient.ClientCertificate? = nil
   ) {
     self.socketSettings = SocketTransportSettings(
-      configuration: configuration, enabled: socketTransport, trust: trust)
+      configuration: configuration, enabled: socketTransport, trust: trust,
+      clientCertificate: clientCertificate)
     let delegate = SessionDelegate()
     // The delegate's events run on a serial operation queue of their own, not on one whose
     // `underlyingQueue` is the client's queue: FoundationNetworking queues every body chunk
@@ -123,7 +124,7 @@ final class Transport: Sendable {
         stream
       )
     }
-    if let refusal = socketSettings.pinRefusal(for: request) {
+    if let refusal = socketSettings.tlsRefusal(for: request) {
       // `URLSession` would not check the host's pins: the request fails before it is sent.
       return (SocketTask(request, body: body, settings: socketSettings, refusal: refusal), stream)
     }

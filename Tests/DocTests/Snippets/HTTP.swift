@@ -319,6 +319,34 @@ struct HTTPExamples {
     // snippet.end
   }
 
+  @Test func clientCertificate() throws {
+    // snippet.http-client-certificate
+    // snippet.hide
+    // The files a device would have; their PEM is checked on the first HTTPS request, which
+    // this snippet does not make (ClientCertificateTests and NginxTests do, against servers
+    // that ask for a certificate).
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "DocTests-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let certificateFile = folder.appendingPathComponent("device.pem")
+    let keyFile = folder.appendingPathComponent("device.key")
+    try Data("-----BEGIN CERTIFICATE-----\n".utf8).write(to: certificateFile)
+    try Data("-----BEGIN PRIVATE KEY-----\n".utf8).write(to: keyFile)
+    let devicesServer = URL(string: "https://devices.example.com/")!
+    // snippet.show
+    var configuration = HTTPClient.Configuration()
+    configuration.clientCertificate = HTTPClient.ClientCertificate(
+      certificateChain: try Data(contentsOf: certificateFile),  // the certificate, then intermediates
+      privateKey: try Data(contentsOf: keyFile))  // its private key, unencrypted
+    let devices = HTTPClient(baseURL: devicesServer, configuration: configuration)
+    // snippet.hide
+    #expect(devices.configuration.clientCertificate?.privateKey == (try Data(contentsOf: keyFile)))
+    #expect(
+      devices.configuration.clientCertificate?.certificateChain == (try Data(contentsOf: certificateFile)))
+    // snippet.end
+  }
+
   @Test func authenticator() async throws {
     // snippet.http-authenticator
     // snippet.hide

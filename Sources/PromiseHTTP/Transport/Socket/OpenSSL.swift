@@ -59,6 +59,15 @@ import Foundation
         Pointer?, UnsafeMutablePointer<Pointer?>?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?
       )
         -> Pointer?
+    let PEM_read_bio_PrivateKey:
+      @convention(c) (
+        Pointer?, UnsafeMutablePointer<Pointer?>?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?
+      )
+        -> Pointer?
+    let EVP_PKEY_free: @convention(c) (Pointer?) -> Void
+    let SSL_CTX_use_certificate: @convention(c) (Pointer?, Pointer?) -> Int32
+    let SSL_CTX_use_PrivateKey: @convention(c) (Pointer?, Pointer?) -> Int32
+    let SSL_CTX_check_private_key: @convention(c) (Pointer?) -> Int32
     let EVP_sha256: @convention(c) () -> Pointer?
     let EVP_Digest:
       @convention(c) (
@@ -71,6 +80,7 @@ import Foundation
 
     // `ssl.h`, `tls1.h`, `prov_ssl.h`
     static let SSL_CTRL_MODE: Int32 = 33
+    static let SSL_CTRL_CHAIN_CERT: Int32 = 89
     static let SSL_CTRL_SET_READ_AHEAD: Int32 = 41
     static let SSL_CTRL_SET_TLSEXT_HOSTNAME: Int32 = 55
     static let SSL_CTRL_SET_MIN_PROTO_VERSION: Int32 = 123
@@ -191,6 +201,11 @@ import Foundation
       BIO_new_mem_buf = load("BIO_new_mem_buf", from: crypto)
       BIO_free = load("BIO_free", from: crypto)
       PEM_read_bio_X509 = load("PEM_read_bio_X509", from: crypto)
+      PEM_read_bio_PrivateKey = load("PEM_read_bio_PrivateKey", from: crypto)
+      EVP_PKEY_free = load("EVP_PKEY_free", from: crypto)
+      SSL_CTX_use_certificate = load("SSL_CTX_use_certificate", from: ssl)
+      SSL_CTX_use_PrivateKey = load("SSL_CTX_use_PrivateKey", from: ssl)
+      SSL_CTX_check_private_key = load("SSL_CTX_check_private_key", from: ssl)
       EVP_sha256 = load("EVP_sha256", from: crypto)
       EVP_Digest = load("EVP_Digest", from: crypto)
       ERR_get_error = load("ERR_get_error", from: crypto)

@@ -219,8 +219,11 @@ import Promises
           let cause =
             reason ?? (code != 0 ? String(cString: strerror(code)) : "the server closed the connection")
           let name = host.contains(":") ? "[\(host)]" : host
-          if let reason, TLSStream.isClientCertificateAlert(reason) {
-            throw TLSStream.clientCertificateRequired("TLS connect error with \(name): \(cause)")
+          if let reason,
+            let refused = TLSStream.clientCertificateFailure(
+              reason: reason, detail: "TLS connect error with \(name): \(cause)")
+          {
+            throw refused
           }
           throw URLError(
             .secureConnectionFailed,
@@ -429,14 +432,16 @@ import Promises
     /// The error of a TLS read or write (`what`: "Send" or "Recv", in libcurl's words) that
     /// failed with `errno` `code` or OpenSSL's `reason`.
     ///
-    /// A server that wants a client certificate and got none ends TLS 1.3 with the
-    /// `certificate_required` alert after the handshake, so it arrives here rather than in
-    /// `startTLS(host:context:)`: that is `.clientCertificateRequired` (never retried), not a
-    /// lost connection.
+    /// A server that wants a client certificate and got none, or does not accept the one it got,
+    /// ends TLS 1.3 with an alert after the handshake, so it arrives here rather than in
+    /// `startTLS(host:context:)`: that is `.clientCertificateRequired` or
+    /// `.clientCertificateRejected` (never retried), not a lost connection.
     private static func tlsFailure(_ what: String, code: Int32, reason: String?) -> URLError {
       let cause = reason ?? (code != 0 ? String(cString: strerror(code)) : "connection closed")
-      if let reason, TLSStream.isClientCertificateAlert(reason) {
-        return TLSStream.clientCertificateRequired("\(what) failure: \(cause)")
+      if let reason,
+        let refused = TLSStream.clientCertificateFailure(reason: reason, detail: "\(what) failure: \(cause)")
+      {
+        return refused
       }
       return URLError(
         .networkConnectionLost, userInfo: [NSLocalizedDescriptionKey: "\(what) failure: \(cause)"])

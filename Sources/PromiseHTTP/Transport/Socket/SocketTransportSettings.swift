@@ -34,9 +34,10 @@ struct SocketTransportSettings: Sendable {
 
   init(
     configuration: URLSessionConfiguration, enabled: Bool, trust: HTTPClient.ServerTrust = .system,
+    clientCertificate: HTTPClient.ClientCertificate? = nil,
     environment: [String: String] = ProcessInfo.processInfo.environment
   ) {
-    tls = TLSContextCache(trust: trust)
+    tls = TLSContextCache(trust: trust, clientCertificate: clientCertificate)
     pool = SocketConnectionPool(maximumIdlePerHost: configuration.httpMaximumConnectionsPerHost)
     #if canImport(Glibc)
       supportsTLS = OpenSSL.loaded != nil
@@ -119,22 +120,27 @@ struct SocketTransportSettings: Sendable {
     return true
   }
 
-  /// The error of an HTTPS request to a pinned host that the socket transport does not serve,
-  /// or `nil` when it may go through `URLSession` (which cannot check pins).
-  func pinRefusal(for request: URLRequest) -> URLError? {
-    guard let url = request.url, url.scheme?.lowercased() == "https", let host = url.host,
-      tls.trust.pins(for: host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host) != nil
-    else { return nil }
+  /// The error of an HTTPS request that the socket transport does not serve and `URLSession`
+  /// must not carry, or `nil` when it may go through `URLSession`: a request to a pinned host
+  /// (`URLSession` cannot check pins), or any HTTPS request of a client with a client
+  /// certificate (`URLSession` cannot present it).
+  func tlsRefusal(for request: URLRequest) -> URLError? {
+    guard let url = request.url, url.scheme?.lowercased() == "https", let host = url.host else { return nil }
+    let what: String
+    if tls.trust.pins(for: host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host) != nil {
+      what = "\(host) has public-key pins, which only the socket transport checks"
+    } else if tls.clientCertificate != nil {
+      what = "the client has a client certificate, which only the socket transport presents"
+    } else {
+      return nil
+    }
     let why =
       !supportsTLS
       ? Self.tlsUnavailableReason
       : "the socket transport cannot serve this request (the urlSession engine, a proxy, credentials in the URL, or a body stream)"
     return URLError(
       .secureConnectionFailed,
-      userInfo: [
-        NSLocalizedDescriptionKey:
-          "\(host) has public-key pins, which only the socket transport checks, and \(why); the request was not sent"
-      ])
+      userInfo: [NSLocalizedDescriptionKey: "\(what), and \(why); the request was not sent"])
   }
 
   /// Why TLS cannot be had on the socket transport.

@@ -21,11 +21,14 @@ import Promises
     /// The size of OpenSSL's read buffer, which read ahead fills from the socket in one call.
     static let readBufferLength = 64 * 1024
 
-    /// Sets up a context trusting the system's store and `trust`'s certificates.
+    /// Sets up a context trusting the system's store and `trust`'s certificates, presenting
+    /// `clientCertificate` to a server that asks for one.
     ///
-    /// - Throws: `URLError.secureConnectionFailed` when OpenSSL 3 cannot be loaded, or a
-    ///   certificate of `trust` cannot be read.
-    init(trust: HTTPClient.ServerTrust) throws(URLError) {
+    /// - Throws: `URLError.secureConnectionFailed` when OpenSSL 3 cannot be loaded, a
+    ///   certificate of `trust` cannot be read, or `clientCertificate` cannot be used.
+    init(trust: HTTPClient.ServerTrust, clientCertificate: HTTPClient.ClientCertificate? = nil)
+      throws(URLError)
+    {
       let library = try OpenSSL.shared.get()
       library.ERR_clear_error()
       guard let context = library.SSL_CTX_new(library.TLS_client_method()) else {
@@ -59,7 +62,62 @@ import Promises
           _ = library.X509_STORE_add_cert(store, certificate)
         }
       }
+      if let clientCertificate {
+        try Self.use(clientCertificate, in: context, library: library)
+      }
       library.ERR_clear_error()
+    }
+
+    /// Makes `context` present `identity`: its first certificate, the others as the chain, and
+    /// its key, checked against the certificate.
+    private static func use(
+      _ identity: HTTPClient.ClientCertificate, in context: OpaquePointer, library: OpenSSL
+    ) throws(URLError) {
+      func refusal(_ what: String) -> URLError {
+        let reasons = library.errorQueueText().map { " (\($0))" } ?? ""
+        return URLError(
+          .secureConnectionFailed,
+          userInfo: [NSLocalizedDescriptionKey: "The client certificate \(what)\(reasons)"])
+      }
+      let chain: [OpaquePointer]
+      do {
+        chain = try certificates(inPEM: identity.certificateChain, library: library)
+      } catch {
+        throw URLError(
+          .secureConnectionFailed,
+          userInfo: [
+            NSLocalizedDescriptionKey:
+              "The client certificate has no PEM certificate (-----BEGIN CERTIFICATE-----) in it"
+          ])
+      }
+      defer { chain.forEach { library.X509_free($0) } }
+      library.ERR_clear_error()
+      guard library.SSL_CTX_use_certificate(context, chain[0]) == 1 else {
+        throw refusal("cannot be used")
+      }
+      for intermediate in chain.dropFirst() {
+        // `SSL_CTX_add1_chain_cert`: the context takes a reference of its own.
+        guard
+          library.SSL_CTX_ctrl(context, OpenSSL.SSL_CTRL_CHAIN_CERT, 1, UnsafeMutableRawPointer(intermediate))
+            == 1
+        else { throw refusal("chain cannot be used") }
+      }
+      let key: OpaquePointer? = identity.privateKey.withUnsafeBytes { bytes in
+        guard let bio = library.BIO_new_mem_buf(bytes.baseAddress, Int32(clamping: bytes.count)) else {
+          return nil
+        }
+        defer { _ = library.BIO_free(bio) }
+        // An empty passphrase, not OpenSSL's default callback, which would prompt on a terminal
+        // for an encrypted key: an encrypted key fails to read instead.
+        return "".withCString { empty in
+          library.PEM_read_bio_PrivateKey(bio, nil, nil, UnsafeMutableRawPointer(mutating: empty))
+        }
+      }
+      guard let key else { throw refusal("key is not an unencrypted PEM private key") }
+      defer { library.EVP_PKEY_free(key) }
+      // `SSL_CTX_use_PrivateKey` checks the key against the certificate ("key values mismatch").
+      guard library.SSL_CTX_use_PrivateKey(context, key) == 1, library.SSL_CTX_check_private_key(context) == 1
+      else { throw refusal("key does not match the certificate, or cannot be used") }
     }
 
     deinit {
@@ -200,21 +258,31 @@ import Promises
       case failed(errno: Int32, reason: String?)
     }
 
-    /// Whether OpenSSL's `reason` is the server's alert that it wants a client certificate
-    /// (TLS 1.3's `certificate_required`, alert 116: "tlsv13 alert certificate required").
-    static func isClientCertificateAlert(_ reason: String) -> Bool {
-      reason.contains("alert certificate required")
-    }
-
-    /// A `URLError.clientCertificateRequired` for a server that asked for a client certificate,
-    /// which the socket transport does not send; `detail` is OpenSSL's account.
-    static func clientCertificateRequired(_ detail: String) -> URLError {
-      URLError(
-        .clientCertificateRequired,
-        userInfo: [
-          NSLocalizedDescriptionKey:
-            "The server requires a client certificate, which the socket transport does not send (\(detail))"
-        ])
+    /// The error for a server's alert about the client's certificate, if OpenSSL's `reason`
+    /// names one, or `nil`.
+    ///
+    /// The server judges the client's certificate, and under TLS 1.3 it says so after the
+    /// handshake, when the client reads: `certificate_required` (alert 116) when none was sent
+    /// is `.clientCertificateRequired`; `bad_certificate`, `unsupported_certificate`,
+    /// `certificate_revoked`, `certificate_expired`, `certificate_unknown` and `unknown_ca`
+    /// (42-46, 48) are `.clientCertificateRejected`. The client verifies the server's
+    /// certificate itself, so no alert of the server's is about that one.
+    static func clientCertificateFailure(reason: String, detail: String) -> URLError? {
+      let code: URLError.Code
+      let what: String
+      if reason.contains("alert certificate required") {
+        code = .clientCertificateRequired
+        what = "The server requires a client certificate (HTTPClient.Configuration.clientCertificate)"
+      } else if [
+        "alert bad certificate", "alert unsupported certificate", "alert certificate revoked",
+        "alert certificate expired", "alert certificate unknown", "alert unknown ca",
+      ].contains(where: reason.contains) {
+        code = .clientCertificateRejected
+        what = "The server rejected the client certificate"
+      } else {
+        return nil
+      }
+      return URLError(code, userInfo: [NSLocalizedDescriptionKey: "\(what): \(detail)"])
     }
 
     /// Takes one step of the handshake.
@@ -425,10 +493,12 @@ import Promises
   /// or the reason it could not be.
   final class TLSContextCache: Sendable {
     let trust: HTTPClient.ServerTrust
+    let clientCertificate: HTTPClient.ClientCertificate?
     private let made = LockedBox<Result<TLSContext, URLError>?>(nil)
 
-    init(trust: HTTPClient.ServerTrust) {
+    init(trust: HTTPClient.ServerTrust, clientCertificate: HTTPClient.ClientCertificate? = nil) {
       self.trust = trust
+      self.clientCertificate = clientCertificate
     }
 
     /// The context, made now if it has not been.
@@ -436,7 +506,9 @@ import Promises
       // Made under the lock (no user code: OpenSSL set-up), so that it is made once.
       try made.withLock { made in
         if let made { return made }
-        let result = Result { () throws(URLError) in try TLSContext(trust: trust) }
+        let result = Result { () throws(URLError) in
+          try TLSContext(trust: trust, clientCertificate: clientCertificate)
+        }
         made = result
         return result
       }
@@ -450,7 +522,11 @@ import Promises
 
   final class TLSContextCache: Sendable {
     let trust: HTTPClient.ServerTrust
-    init(trust: HTTPClient.ServerTrust) { self.trust = trust }
+    let clientCertificate: HTTPClient.ClientCertificate?
+    init(trust: HTTPClient.ServerTrust, clientCertificate: HTTPClient.ClientCertificate? = nil) {
+      self.trust = trust
+      self.clientCertificate = clientCertificate
+    }
     func context() throws(URLError) -> TLSContext { throw URLError(.unsupportedURL) }
   }
 #endif

@@ -1,0 +1,250 @@
+import Foundation
+import LoopbackHTTPServer
+import Promises
+import Testing
+
+@testable import PromiseHTTP
+
+#if canImport(FoundationNetworking)
+  import FoundationNetworking
+#endif
+
+/// TLS client authentication over the socket transport (`Configuration.clientCertificate`)
+/// against a python3 `ssl` server that requires a client certificate signed by an authority it
+/// is given: accepted, rejected, required, unusable, and refused before sending where
+/// `URLSession` would carry the request. Over TLS 1.3 and TLS 1.2, where the server's verdict
+/// arrives at different moments (after the handshake, when the client reads; during it).
+@Suite(
+  "Client certificates", .timeLimit(.minutes(1)),
+  .enabled(if: TLSTools.available, "needs openssl and python3 on PATH to make certificates and serve them"),
+  .enabled(if: OpenSSL.loaded != nil, "needs OpenSSL 3 (libssl.so.3) to load"))
+struct ClientCertificateTests {
+  /// A server with `certificate` that requires a client certificate signed by the authority in
+  /// the file at `authorityPath`, answers each request with the subject's common name of the
+  /// certificate it got ("hello CN"), and prints "request LINE | CN".
+  private static func script(authorityPath: String, tls12: Bool) -> String {
+    """
+    import os, socket, ssl, sys, threading
+    \(TLSServer.lockedPrint)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[1], sys.argv[2])
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_verify_locations(\(pythonString(authorityPath)))
+    \(tls12 ? "context.maximum_version = ssl.TLSVersion.TLSv1_2" : "")
+    listener = socket.create_server(("127.0.0.1", 0))
+    connections = 0
+    def control():
+        while sys.stdin.readline():
+            print("connections", connections)
+        os._exit(0)
+    threading.Thread(target=control, daemon=True).start()
+    print("port", listener.getsockname()[1])
+    while True:
+        raw, _ = listener.accept()
+        connections += 1
+        raw.settimeout(10)
+        try:
+            with context.wrap_socket(raw, server_side=True) as tls:
+                head = b""
+                while b"\\r\\n\\r\\n" not in head:
+                    chunk = tls.recv(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+                subject = dict(field[0] for field in tls.getpeercert()["subject"])
+                name = subject.get("commonName", "?")
+                print("request", head.split(b"\\r\\n")[0].decode("latin-1"), "|", name)
+                body = ("hello " + name).encode()
+                tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" % (len(body), body))
+        except (OSError, ValueError) as error:
+            print("failed", error)
+            raw.close()
+    """
+  }
+
+  private static func pythonString(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
+  }
+
+  /// What a case has: the server, the PEM the client trusts it with, and a client identity
+  /// (`leaf`, signed by `authority`) with its files.
+  private struct Setup {
+    let server: TLSServer
+    let serverCertificate: Data
+    let authority: TestCertificate
+    let leaf: TestCertificate
+    let directory: URL
+
+    /// The client certificate made of the leaf's certificate and `key` (the leaf's own by default).
+    func identity(key: URL? = nil) throws -> HTTPClient.ClientCertificate {
+      HTTPClient.ClientCertificate(
+        certificateChain: try Data(contentsOf: leaf.certificate),
+        privateKey: try Data(contentsOf: key ?? leaf.key))
+    }
+
+    func client(
+      identity: HTTPClient.ClientCertificate?, engine: HTTPClient.Engine = .automatic
+    ) -> HTTPClient {
+      var configuration = HTTPClient.Configuration(retryPolicy: quickRetries(3))
+      configuration.serverTrust = .init(additionalCertificates: [serverCertificate])
+      configuration.clientCertificate = identity
+      configuration.engine = engine
+      return HTTPClient(baseURL: server.baseURL(), configuration: configuration)
+    }
+
+    func connections() async throws -> Int {
+      let server = self.server
+      return try await offThePool { Result { try server.connections() } }.get()
+    }
+  }
+
+  /// Makes an authority and a leaf it signed (the client's), a server certificate of its own,
+  /// and a server that trusts `trustedAuthority(authority, serverCertificate)` for clients.
+  private func withServer<T>(
+    tls12: Bool = false,
+    trusting trustedAuthority: @escaping @Sendable (URL, URL) -> URL = { authority, _ in authority },
+    _ body: (Setup) async throws -> T
+  ) async throws -> T {
+    _ = loopbackBypassesProxy
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "ClientCertificate-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let serverDirectory = directory.appendingPathComponent("server")
+    try FileManager.default.createDirectory(at: serverDirectory, withIntermediateDirectories: true)
+    let (authority, leaf, serverCertificate) = try await offThePool {
+      Result {
+        let (authority, leaf) = try TLSFixtures.chain(in: directory)
+        let serverCertificate = try TestCertificate.make(
+          commonName: "localhost", alternativeNames: "DNS:localhost,IP:127.0.0.1", in: serverDirectory)
+        return (authority, leaf, serverCertificate)
+      }
+    }.get()
+    let trusted = trustedAuthority(authority.certificate, serverCertificate.certificate)
+    let script = Self.script(authorityPath: trusted.path, tls12: tls12)
+    let server = try await offThePool { Result { try TLSServer(serving: serverCertificate, script: script) } }
+      .get()
+    defer { server.stop() }
+    return try await body(
+      Setup(
+        server: server, serverCertificate: try Data(contentsOf: serverCertificate.certificate),
+        authority: authority,
+        leaf: leaf, directory: directory))
+  }
+
+  @Test(arguments: [false, true])
+  func aCertificateSignedByTheAuthorityTheServerTrustsIsAccepted(tls12: Bool) async throws {
+    try await withServer(tls12: tls12) { setup in
+      let client = setup.client(identity: try setup.identity())
+      let response = try await client.get("whoami").value
+      #expect(response.statusCode == 200)
+      #expect(response.text == "hello localhost", "the server saw the leaf's common name")
+      let second = try await client.get("again").value
+      #expect(second.text == "hello localhost", "and on a second connection")
+    }
+  }
+
+  @Test(arguments: [false, true])
+  func aCertificateTheServerDoesNotTrustIsRejectedOnce(tls12: Bool) async throws {
+    // The server trusts only its own certificate as an authority for clients.
+    try await withServer(tls12: tls12, trusting: { _, own in own }) { setup in
+      let client = setup.client(identity: try setup.identity())
+      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      #expect(error.code == .clientCertificateRejected, "\(error.localizedDescription)")
+      #expect(
+        error.localizedDescription.hasPrefix("The server rejected the client certificate: "),
+        "\(error.localizedDescription)")
+      #expect(error.localizedDescription.contains("unknown ca"), "\(error.localizedDescription)")
+      #expect(try await setup.connections() == 1, "not retried: \(setup.server.log)")
+    }
+  }
+
+  @Test func withoutACertificateTheServersDemandIsNamed() async throws {
+    try await withServer { setup in
+      let client = setup.client(identity: nil)
+      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      #expect(error.code == .clientCertificateRequired, "\(error.localizedDescription)")
+      #expect(
+        error.localizedDescription.hasPrefix(
+          "The server requires a client certificate (HTTPClient.Configuration.clientCertificate): "),
+        "\(error.localizedDescription)")
+      #expect(try await setup.connections() == 1, "not retried: \(setup.server.log)")
+    }
+  }
+
+  @Test func aKeyThatDoesNotMatchTheCertificateFailsBeforeConnecting() async throws {
+    try await withServer { setup in
+      let client = setup.client(identity: try setup.identity(key: setup.authority.key))
+      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      #expect(error.code == .secureConnectionFailed)
+      #expect(
+        error.localizedDescription.hasPrefix("The client certificate key does not match the certificate"),
+        "\(error.localizedDescription)")
+      #expect(setup.server.log.allSatisfy { !$0.hasPrefix("request") }, "nothing sent: \(setup.server.log)")
+    }
+  }
+
+  @Test func anEncryptedKeyIsRefusedNotPromptedFor() async throws {
+    try await withServer { setup in
+      let encrypted = setup.directory.appendingPathComponent("encrypted.key")
+      try await offThePool {
+        Result {
+          try TLSFixtures.openssl(
+            [
+              "pkcs8", "-topk8", "-v2", "aes-256-cbc", "-passout", "pass:secret", "-in", setup.leaf.key.path,
+              "-out", encrypted.path,
+            ], in: setup.directory)
+        }
+      }.get()
+      #expect(
+        String(decoding: try Data(contentsOf: encrypted), as: UTF8.self).contains("ENCRYPTED PRIVATE KEY"))
+      let client = setup.client(identity: try setup.identity(key: encrypted))
+      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      #expect(error.code == .secureConnectionFailed)
+      #expect(
+        error.localizedDescription.hasPrefix(
+          "The client certificate key is not an unencrypted PEM private key"),
+        "\(error.localizedDescription)")
+    }
+  }
+
+  @Test func aChainWithoutACertificateIsNamed() async throws {
+    try await withServer { setup in
+      let client = setup.client(
+        identity: HTTPClient.ClientCertificate(
+          certificateChain: Data("not a certificate".utf8), privateKey: try Data(contentsOf: setup.leaf.key)))
+      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      #expect(error.code == .secureConnectionFailed)
+      #expect(
+        error.localizedDescription
+          == "The client certificate has no PEM certificate (-----BEGIN CERTIFICATE-----) in it"
+      )
+    }
+  }
+
+  /// `URLSession` cannot present the certificate: a request it would carry fails unsent rather
+  /// than going without it.
+  @Test func aRequestThatURLSessionWouldCarryFailsUnsent() async throws {
+    try await withServer { setup in
+      let client = setup.client(identity: try setup.identity(), engine: .urlSession)
+      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      #expect(error.code == .secureConnectionFailed)
+      #expect(
+        error.localizedDescription.hasPrefix(
+          "the client has a client certificate, which only the socket transport presents, and the socket transport cannot serve this request"
+        ), "\(error.localizedDescription)")
+      #expect(try await setup.connections() == 0, "not sent")
+    }
+  }
+}
+
+/// The `URLError` of a rejected outcome.
+private func urlError<T>(
+  _ result: Result<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation
+) throws -> URLError {
+  let error = try #require(httpError(result, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
+  guard case .transport(let urlError, _) = error else {
+    throw TLSFixtureError(description: "expected a transport error, got \(error)")
+  }
+  return urlError
+}
