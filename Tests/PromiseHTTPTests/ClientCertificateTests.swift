@@ -149,7 +149,7 @@ struct ClientCertificateTests {
     // The server trusts only its own certificate as an authority for clients.
     try await withServer(tls12: tls12, trusting: { _, own in own }) { setup in
       let client = setup.client(identity: try setup.identity())
-      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      let error = try transportError(await outcome(of: client.get("whoami")).result)
       #expect(error.code == .clientCertificateRejected, "\(error.localizedDescription)")
       #expect(
         error.localizedDescription.hasPrefix("The server rejected the client certificate: "),
@@ -162,7 +162,7 @@ struct ClientCertificateTests {
   @Test func withoutACertificateTheServersDemandIsNamed() async throws {
     try await withServer { setup in
       let client = setup.client(identity: nil)
-      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      let error = try transportError(await outcome(of: client.get("whoami")).result)
       #expect(error.code == .clientCertificateRequired, "\(error.localizedDescription)")
       #expect(
         error.localizedDescription.hasPrefix(
@@ -175,7 +175,7 @@ struct ClientCertificateTests {
   @Test func aKeyThatDoesNotMatchTheCertificateFailsBeforeConnecting() async throws {
     try await withServer { setup in
       let client = setup.client(identity: try setup.identity(key: setup.authority.key))
-      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      let error = try transportError(await outcome(of: client.get("whoami")).result)
       #expect(error.code == .secureConnectionFailed)
       #expect(
         error.localizedDescription.hasPrefix("The client certificate key does not match the certificate"),
@@ -199,7 +199,7 @@ struct ClientCertificateTests {
       #expect(
         String(decoding: try Data(contentsOf: encrypted), as: UTF8.self).contains("ENCRYPTED PRIVATE KEY"))
       let client = setup.client(identity: try setup.identity(key: encrypted))
-      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      let error = try transportError(await outcome(of: client.get("whoami")).result)
       #expect(error.code == .secureConnectionFailed)
       #expect(
         error.localizedDescription.hasPrefix(
@@ -213,7 +213,7 @@ struct ClientCertificateTests {
       let client = setup.client(
         identity: HTTPClient.ClientCertificate(
           certificateChain: Data("not a certificate".utf8), privateKey: try Data(contentsOf: setup.leaf.key)))
-      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      let error = try transportError(await outcome(of: client.get("whoami")).result)
       #expect(error.code == .secureConnectionFailed)
       #expect(
         error.localizedDescription
@@ -227,7 +227,7 @@ struct ClientCertificateTests {
   @Test func aRequestThatURLSessionWouldCarryFailsUnsent() async throws {
     try await withServer { setup in
       let client = setup.client(identity: try setup.identity(), engine: .urlSession)
-      let error = try urlError(await outcome(of: client.get("whoami")).result)
+      let error = try transportError(await outcome(of: client.get("whoami")).result)
       #expect(error.code == .secureConnectionFailed)
       #expect(
         error.localizedDescription.hasPrefix(
@@ -236,15 +236,4 @@ struct ClientCertificateTests {
       #expect(try await setup.connections() == 0, "not sent")
     }
   }
-}
-
-/// The `URLError` of a rejected outcome.
-private func urlError<T>(
-  _ result: Result<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation
-) throws -> URLError {
-  let error = try #require(httpError(result, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
-  guard case .transport(let urlError, _) = error else {
-    throw TLSFixtureError(description: "expected a transport error, got \(error)")
-  }
-  return urlError
 }

@@ -261,3 +261,86 @@ final class NginxServer: Sendable {
     }
   }
 }
+
+/// tinyproxy, a forward proxy we did not write, run as this process's child on a loopback port
+/// (`Port`, `Listen 127.0.0.1`, `Allow 127.0.0.1`, every `CONNECT` port allowed), for the
+/// proxy cases of `NginxTests`. One for the whole test process, started on first use by a
+/// python3 watcher that stops it when the test process exits.
+final class TinyproxyServer: Sendable {
+  /// The `tinyproxy` executable on PATH (or in /usr/bin, /usr/sbin), if there is one.
+  static let executable: String? = {
+    let path = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin") + ":/usr/bin:/usr/sbin"
+    return path.split(separator: ":").map { "\($0)/tinyproxy" }.first {
+      FileManager.default.isExecutableFile(atPath: $0)
+    }
+  }()
+
+  /// The proxy of this test process, started on first use; the error if it could not start.
+  static let shared: Result<TinyproxyServer, any Error> = Result { try TinyproxyServer() }
+
+  /// The port it listens on, on 127.0.0.1.
+  let port: Int
+  // Kept so that its standard input stays open until the test process exits.
+  private let process: ChildProcess
+
+  // Arguments: tinyproxy, a directory for its configuration and log (removed when it stops).
+  private static let script = """
+    import os, shutil, socket, subprocess, sys, time
+    tinyproxy, root = sys.argv[1:3]
+    server = None
+    for attempt in range(10):
+        listener = socket.create_server(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        listener.close()
+        with open(os.path.join(root, "tinyproxy.conf"), "w") as conf:
+            conf.write("Port %d\\nListen 127.0.0.1\\nTimeout 60\\nMaxClients 64\\nAllow 127.0.0.1\\n"
+                "LogLevel Info\\nLogFile \\"%s/tinyproxy.log\\"\\nPidFile \\"%s/tinyproxy.pid\\"\\n" % (port, root, root))
+        server = subprocess.Popen([tinyproxy, "-d", "-c", os.path.join(root, "tinyproxy.conf")], stdout=sys.stderr)
+        deadline = time.time() + 30
+        ready = False
+        while time.time() < deadline and server.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                ready = True
+                break
+            except OSError:
+                time.sleep(0.05)
+        if ready:
+            break
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+        server = None
+    if server is None:
+        print("failed", flush=True)
+        shutil.rmtree(root, ignore_errors=True)
+        sys.exit(1)
+    print("port", port, flush=True)
+    sys.stdin.read()
+    server.terminate()
+    try:
+        server.wait(10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    shutil.rmtree(root, ignore_errors=True)
+    """
+
+  private init() throws {
+    guard let tinyproxy = Self.executable else {
+      throw TLSFixtureError(description: "no tinyproxy on PATH (apt-get install tinyproxy)")
+    }
+    let directory = FileManager.default.temporaryDirectory
+      .appendingPathComponent("PromiseHTTPTests-tinyproxy-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let (process, output) = try PythonProcess.start(
+      script: Self.script, arguments: [tinyproxy, directory.path], keepingStandardError: true)
+    self.process = process
+    guard let line = output.first(from: 0, withPrefix: "port ", timeout: .seconds(60)),
+      let port = Int(line.dropFirst("port ".count))
+    else {
+      process.closeStandardInput()
+      throw TLSFixtureError(description: "tinyproxy did not start: \(output.all)")
+    }
+    self.port = port
+  }
+}

@@ -55,6 +55,20 @@ struct NginxTests {
 
   private static func tag() -> String { UUID().uuidString }
 
+  /// Fetches `pathAndQuery` from `server` with curl into `file`, trusting the server's
+  /// authority, with `arguments` (how to reach it: directly, or through a proxy).
+  private func curl(
+    _ server: NginxServer, overTLS: Bool, _ pathAndQuery: String, to file: URL, _ arguments: [String],
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) async throws {
+    let url = server.baseURL(overTLS: overTLS).absoluteString + pathAndQuery
+    let all = ["-sS", "--cacert", server.authorityFile.path, "-o", file.path] + arguments + [url]
+    let outcome = try await offThePool {
+      Result { try ChildProcess.run("/usr/bin/curl", all, mergingStandardError: true, timeout: .seconds(60)) }
+    }.get()
+    #expect(outcome.isSuccess, "curl: \(outcome.standardOutputText)", sourceLocation: sourceLocation)
+  }
+
   /// nginx closes a connection after its 1,000th request (`keepalive_requests`, saying
   /// `Connection: close` on that answer): a thousand `get`s go over one connection, and the
   /// next one over a new connection, without an error.
@@ -172,16 +186,7 @@ struct NginxTests {
     .value
     #expect(download.response.statusCode == 200)
     let curls = directory.appendingPathComponent("curls.bin")
-    let url = server.baseURL(overTLS: overTLS).appendingPathComponent("big.bin").absoluteString + "?t=\(tag)"
-    let authority = server.authorityFile.path
-    let curl = try await offThePool {
-      Result {
-        try ChildProcess.run(
-          "/usr/bin/curl", ["-sS", "--noproxy", "*", "--cacert", authority, "-o", curls.path, url],
-          mergingStandardError: true, timeout: .seconds(60))
-      }
-    }.get()
-    #expect(curl.isSuccess, "curl: \(curl.standardOutputText)")
+    try await curl(server, overTLS: overTLS, "big.bin?t=\(tag)", to: curls, ["--noproxy", "*"])
     let received = try Data(contentsOf: ours)
     #expect(received.count == NginxServer.bigSize)
     #expect(received == NginxServer.big, "byte for byte as nginx has it")
@@ -198,8 +203,8 @@ struct NginxTests {
   /// nginx asks for a client certificate (`ssl_verify_client optional`) and `/mtls/` names the
   /// one it verified: the client's `clientCertificate` is presented and accepted; a client
   /// without one gets nginx's 403, over a handshake that still succeeds.
-  @Test func aClientCertificateIsPresentedToNginx() async throws {
-    guard OpenSSL.loaded != nil else { return }
+  @Test(.enabled(if: OpenSSL.loaded != nil, "needs OpenSSL 3 (libssl.so.3) to load"))
+  func aClientCertificateIsPresentedToNginx() async throws {
     let server = try await server()
     var configuration = client(server, overTLS: true).configuration
     configuration.clientCertificate = HTTPClient.ClientCertificate(
@@ -218,5 +223,38 @@ struct NginxTests {
     #expect(
       status == 403
         && excerpt.trimmingCharacters(in: .whitespacesAndNewlines) == "no client certificate: NONE")
+  }
+
+  /// Through tinyproxy (a proxy we did not write), named as the environment would name it:
+  /// plain HTTP forwarded, HTTPS through a `CONNECT` tunnel, a 24 MiB download byte for byte as
+  /// nginx has it and as curl gets it through the same proxy in the same run; nginx sees the
+  /// requests, tinyproxy carried them.
+  @Test(
+    .enabled(if: TinyproxyServer.executable != nil, "needs tinyproxy (apt-get install tinyproxy)"),
+    arguments: overTLS)
+  func throughTinyproxyAsCurlGoes(overTLS: Bool) async throws {
+    let server = try await server()
+    let proxy = try await offThePool { TinyproxyServer.shared }.get()
+    var configuration = client(server, overTLS: overTLS).configuration
+    let proxyURL = "http://127.0.0.1:\(proxy.port)"
+    configuration.proxyEnvironment = [overTLS ? "https_proxy" : "http_proxy": proxyURL]
+    let client = HTTPClient(baseURL: server.baseURL(overTLS: overTLS), configuration: configuration)
+    let tag = Self.tag()
+    let small = try await client.get("small.txt", query: [URLQueryItem(name: "t", value: tag)]).value
+    #expect(small.statusCode == 200 && small.text == NginxServer.smallBody)
+    if !overTLS { #expect(small.headers["Via"]?.contains("tinyproxy") == true, "forwarded by tinyproxy") }
+
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("NginxTests-\(tag)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let ours = directory.appendingPathComponent("ours.bin")
+    _ = try await client.download("big.bin", to: ours, query: [URLQueryItem(name: "t", value: tag)]).value
+    let curls = directory.appendingPathComponent("curls.bin")
+    try await curl(server, overTLS: overTLS, "big.bin?t=\(tag)", to: curls, ["--proxy", proxyURL])
+    let received = try Data(contentsOf: ours)
+    #expect(received == NginxServer.big, "byte for byte as nginx has it: \(received.count) bytes")
+    #expect(received == (try Data(contentsOf: curls)), "as curl got it through the same proxy")
+    let lines = await server.log(tagged: tag, count: 3)
+    #expect(lines.count == 3 && lines.allSatisfy { $0.status == 200 }, "\(lines)")
   }
 }

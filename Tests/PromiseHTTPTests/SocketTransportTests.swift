@@ -42,27 +42,50 @@ struct SocketTransportSettingsTests {
       configuration: configuration, enabled: transport == .automatic, environment: [:])
   }
 
-  @Test func theEnvironmentsProxyTurnsItOffButForTheHostsNoProxyExempts() {
+  @Test func theEnvironmentsHTTPProxyIsTakenAndNoProxyExemptsHosts() {
     func settings(_ environment: [String: String]) -> SocketTransportSettings {
       SocketTransportSettings(
         configuration: HTTPClient.makeDefaultConfiguration(), enabled: true, environment: environment)
     }
+    let proxy = SocketTransportSettings.Proxy(environmentValue: "http://proxy.example:3128")
     let exempting = settings([
       "http_proxy": "http://proxy.example:3128", "no_proxy": "localhost, .internal.example,127.0.0.1",
     ])
+    #expect(exempting.route(scheme: "http", host: "127.0.0.1") == .direct)
+    #expect(exempting.route(scheme: "http", host: "LOCALHOST") == .direct)
+    #expect(exempting.route(scheme: "http", host: "api.internal.example") == .direct)
+    #expect(exempting.route(scheme: "http", host: "internal.example") == .direct)
+    #expect(exempting.route(scheme: "http", host: "example.com") == proxy.map { .proxy($0) })
+    #expect(exempting.route(scheme: "http", host: "notinternal.example") == proxy.map { .proxy($0) })
+    #expect(exempting.route(scheme: "http", host: "127.0.0.10") == proxy.map { .proxy($0) })
+    #expect(exempting.route(scheme: "https", host: "example.com") == .direct, "http_proxy is for HTTP only")
+    // Served either way: directly, or through the proxy the socket transport speaks.
+    #expect(exempting.serves(makeRequest("http://example.com/file")))
     #expect(exempting.serves(makeRequest("http://127.0.0.1:8080/file")))
-    #expect(exempting.serves(makeRequest("http://LOCALHOST:8080/file")))
-    #expect(exempting.serves(makeRequest("http://api.internal.example/file")))
-    #expect(exempting.serves(makeRequest("http://internal.example/file")))
-    #expect(!exempting.serves(makeRequest("http://example.com/file")))
-    #expect(!exempting.serves(makeRequest("http://notinternal.example/file")))
-    #expect(!exempting.serves(makeRequest("http://127.0.0.10/file")))
+    // A proxy only URLSession speaks leaves the request to it, unless no_proxy exempts the host.
+    let socks = settings(["ALL_PROXY": "socks5://proxy.example", "NO_PROXY": "exempt.example"])
+    #expect(!socks.serves(makeRequest("http://a.b/f")))
+    #expect(socks.serves(makeRequest("http://exempt.example/f")))
     #expect(
       settings(["ALL_PROXY": "socks5://proxy.example", "NO_PROXY": "*"]).serves(makeRequest("http://a.b/f")))
-    #expect(!settings(["http_proxy": "http://proxy.example"]).serves(makeRequest("http://127.0.0.1/file")))
-    #expect(!settings(["all_proxy": "http://proxy.example"]).serves(makeRequest("http://127.0.0.1/file")))
+    #expect(!settings(["http_proxy": "https://proxy.example"]).serves(makeRequest("http://127.0.0.1/file")))
+    #expect(settings(["all_proxy": "http://proxy.example"]).route(scheme: "http", host: "a.b") != .direct)
     // An empty variable names no proxy.
-    #expect(settings(["http_proxy": ""]).serves(makeRequest("http://127.0.0.1/file")))
+    #expect(settings(["http_proxy": ""]).route(scheme: "http", host: "127.0.0.1") == .direct)
+  }
+
+  @Test func aProxyVariableIsReadAsLibcurlReadsIt() throws {
+    typealias Proxy = SocketTransportSettings.Proxy
+    let full = try #require(Proxy(environmentValue: "http://ada:s%40cret@proxy.example:3128/"))
+    #expect(full.host == "proxy.example" && full.port == 3128)
+    #expect(full.authorization == "Basic " + Data("ada:s@cret".utf8).base64EncodedString())
+    let bare = try #require(Proxy(environmentValue: "proxy.example"))
+    #expect(bare.port == 1080 && bare.authorization == nil, "libcurl's default proxy port")
+    #expect(try #require(Proxy(environmentValue: " 10.0.0.1:8080 ")).name == "10.0.0.1:8080")
+    #expect(try #require(Proxy(environmentValue: "http://[::1]:3128")).name == "[::1]:3128")
+    for unsupported in ["https://proxy.example", "socks5://proxy.example", "socks5h://p:1", "http://p/path"] {
+      #expect(Proxy(environmentValue: unsupported) == nil, "\(unsupported)")
+    }
   }
 
   @Test(
@@ -76,7 +99,7 @@ struct SocketTransportSettingsTests {
     #expect(settings.serves(makeRequest("http://127.0.0.1/file", method: "POST")))
   }
 
-  @Test func httpsIsServedWhereOpenSSLLoadsAndNoHTTPSProxyIsNamed() {
+  @Test func httpsIsServedWhereOpenSSLLoadsThroughAnHTTPProxyToo() {
     func make(_ environment: [String: String]) -> SocketTransportSettings {
       SocketTransportSettings(
         configuration: HTTPClient.makeDefaultConfiguration(), enabled: true, environment: environment)
@@ -89,9 +112,14 @@ struct SocketTransportSettingsTests {
     var https = make(["https_proxy": "http://proxy.example", "no_proxy": "exempt.example"])
     https.isAvailable = true
     https.supportsTLS = true
-    #expect(!https.serves(makeRequest("https://a.example/file")), "libcurl would use the HTTPS proxy")
-    #expect(https.serves(makeRequest("https://exempt.example/file")))
-    #expect(https.serves(makeRequest("http://a.example/file")), "https_proxy is for HTTPS only")
+    #expect(https.serves(makeRequest("https://a.example/file")), "through a CONNECT tunnel")
+    #expect(https.route(scheme: "https", host: "a.example") != .direct)
+    #expect(https.route(scheme: "https", host: "exempt.example") == .direct)
+    #expect(https.route(scheme: "http", host: "a.example") == .direct, "https_proxy is for HTTPS only")
+    var socks = make(["https_proxy": "socks5://proxy.example"])
+    socks.isAvailable = true
+    socks.supportsTLS = true
+    #expect(!socks.serves(makeRequest("https://a.example/file")), "a proxy only URLSession speaks")
     settings.supportsTLS = false
     #expect(!settings.serves(makeRequest("https://127.0.0.1:8443/file")), "no OpenSSL 3: URLSession")
   }

@@ -21,8 +21,10 @@ extension HTTPClient {
     /// sent encoded anyway as it arrived (like `curl -o`). A transfer's body moves at the pace
     /// of the file, the sequence or the reader, so memory stays flat.
     ///
-    /// `URLSession` carries: a proxy (the session's, or the `http_proxy`, `https_proxy` and
-    /// `all_proxy` environment variables, for a host `no_proxy` does not exempt), credentials in
+    /// The socket transport goes through an `http://` proxy that the `http_proxy`,
+    /// `https_proxy` or `all_proxy` environment variables name (for a host `no_proxy` does not
+    /// exempt): plain HTTP forwarded, HTTPS in a `CONNECT` tunnel. `URLSession` carries: a
+    /// proxy of another kind (`socks5://`, `https://`) or the session's own, credentials in
     /// the URL, a session with protocol classes of your own, a request with a body stream, HTTPS
     /// where OpenSSL 3 cannot be loaded, and everything on Apple platforms, where the socket
     /// transport does not build. The socket transport sends the session's
@@ -132,6 +134,11 @@ extension HTTPClient {
     /// The socket transport presents it; `URLSession` cannot, so an HTTPS request that would go
     /// through it fails instead of going without (see `HTTPClient.ClientCertificate`).
     public var clientCertificate: ClientCertificate? = nil
+    /// The proxy variables the socket transport reads instead of the process's environment.
+    ///
+    /// `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy`: for tests, which cannot change
+    /// the process's environment while other tests run. `URLSession` reads the process's.
+    var proxyEnvironment: [String: String]? = nil
 
     /// `HTTPClient.defaultTimeout`, where its rationale is.
     @usableFromInline static let defaultTimeout: Duration = .seconds(30)

@@ -35,10 +35,11 @@ import Promises
 /// `HTTPError.unacceptableStatus`. Cancelling a returned promise, or the task awaiting its
 /// `value`, cancels the `URLSessionTask`; nothing is delivered after that.
 ///
-/// Proxies: FoundationNetworking ignores `URLSessionConfiguration.connectionProxyDictionary`
-/// (measured on Swift 6.3.1) and libcurl reads `http_proxy`, `https_proxy`, `all_proxy` and
-/// `no_proxy` from the environment of the process. To bypass a proxy for some hosts, set
-/// `no_proxy` before the first request.
+/// Proxies: both engines read `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy` from the
+/// environment of the process, as libcurl does; the socket transport speaks to an `http://`
+/// proxy (HTTPS through a `CONNECT` tunnel), `URLSession` to the others. FoundationNetworking
+/// ignores `URLSessionConfiguration.connectionProxyDictionary` (measured on Swift 6.3.1). To
+/// bypass a proxy for some hosts, set `no_proxy` before making the client.
 public final class HTTPClient: Sendable {
   /// The configuration the client was made with.
   ///
@@ -177,7 +178,7 @@ public final class HTTPClient: Sendable {
     self.transport = Transport(
       configuration: session, callbackQueue: queue,
       socketTransport: configuration.engine == .automatic, trust: configuration.serverTrust,
-      clientCertificate: configuration.clientCertificate)
+      clientCertificate: configuration.clientCertificate, environment: configuration.proxyEnvironment)
   }
 
   /// Creates a client that uses the configuration of `session`: its cookie storage, cache,

@@ -53,11 +53,12 @@ final class Transport: Sendable {
   /// the socket transport (`HTTPClient.Engine.automatic`).
   init(
     configuration: URLSessionConfiguration, callbackQueue: DispatchQueue, socketTransport: Bool = true,
-    trust: HTTPClient.ServerTrust = .system, clientCertificate: HTTPClient.ClientCertificate? = nil
+    trust: HTTPClient.ServerTrust = .system, clientCertificate: HTTPClient.ClientCertificate? = nil,
+    environment: [String: String]? = nil
   ) {
     self.socketSettings = SocketTransportSettings(
       configuration: configuration, enabled: socketTransport, trust: trust,
-      clientCertificate: clientCertificate)
+      clientCertificate: clientCertificate, environment: environment ?? ProcessInfo.processInfo.environment)
     let delegate = SessionDelegate()
     // The delegate's events run on a serial operation queue of their own, not on one whose
     // `underlyingQueue` is the client's queue: FoundationNetworking queues every body chunk

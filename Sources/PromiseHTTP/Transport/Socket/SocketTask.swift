@@ -155,7 +155,13 @@ final class SocketTask: ExchangeTask {
     let outgoing = try SocketOutgoingBody(body, request: request)
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 1)
     defer { buffer.deallocate() }
-    let head = requestHead(url: url, host: host, port: port, defaultPort: defaultPort, body: outgoing)
+    // A plain-HTTP request through a proxy goes to it with its absolute URL; HTTPS goes through
+    // a tunnel (`open`), and the server sees the request as if it came directly.
+    let route = settings.route(scheme: secure ? "https" : "http", host: host)
+    var forwardingProxy: SocketTransportSettings.Proxy?
+    if !secure, case .proxy(let proxy) = route { forwardingProxy = proxy }
+    let head = requestHead(
+      url: url, host: host, port: port, defaultPort: defaultPort, body: outgoing, proxy: forwardingProxy)
     let key = SocketConnectionPool.Key(scheme: secure ? "https" : "http", host: host.lowercased(), port: port)
     let wire = HTTP1ConnectionStateMachine.Request(
       head: head, method: request.httpMethod ?? "GET", bodyFraming: outgoing.framing,
@@ -163,7 +169,8 @@ final class SocketTask: ExchangeTask {
     var mayReuse = true
     while true {
       var (connection, machine) = try open(
-        key, host: host, port: port, tls: tlsContext, timeout: timeout, mayReuse: mayReuse)
+        key, host: host, port: port, route: route, tls: tlsContext, timeout: timeout, mayReuse: mayReuse,
+        buffer: buffer)
       switch try attempt(
         exchange, over: connection, machine: &machine, key: key, request: wire, outgoing: outgoing,
         buffer: buffer, url: url, response: &response)
@@ -181,9 +188,13 @@ final class SocketTask: ExchangeTask {
   /// A kept-alive connection to `key` from the pool, or a new one, with its machine; the task's
   /// from then on, so that `cancel()` (the request's deadline, too) stops the set-up at once
   /// instead of leaving the thread and its socket to an idle timeout.
+  ///
+  /// Through a proxy (`route`), a new connection goes to the proxy; for HTTPS, a `CONNECT`
+  /// tunnel to `host` is opened first and TLS runs through it (`buffer` holds the proxy's
+  /// answer).
   private func open(
-    _ key: SocketConnectionPool.Key, host: String, port: Int, tls: TLSContext?, timeout: TimeInterval,
-    mayReuse: Bool
+    _ key: SocketConnectionPool.Key, host: String, port: Int, route: SocketTransportSettings.Route,
+    tls: TLSContext?, timeout: TimeInterval, mayReuse: Bool, buffer: UnsafeMutableRawBufferPointer
   ) throws(URLError) -> (SocketConnection, HTTP1ConnectionStateMachine) {
     let pooled = mayReuse && !closesConnection ? settings.pool.take(key) : nil
     pooled?.connection.use(idleTimeout: timeout)
@@ -199,9 +210,67 @@ final class SocketTask: ExchangeTask {
     }
     if let pooled { return (connection, pooled.machine) }
     settings.pool.noteOpened()
-    try connection.connect(host: host, port: port)
+    if case .proxy(let proxy) = route {
+      try connection.connect(host: proxy.host, port: proxy.port)
+      if tls != nil { try tunnel(over: connection, through: proxy, to: host, port: port, buffer: buffer) }
+    } else {
+      try connection.connect(host: host, port: port)
+    }
     if let tls { try connection.startTLS(host: host, context: tls) }
     return (connection, HTTP1ConnectionStateMachine())
+  }
+
+  /// Asks the proxy at the other end of `connection` for a tunnel to `host:port` (`CONNECT`,
+  /// RFC 9110 §9.3.6) and reads its answer into `buffer`: a 2xx opens the tunnel, anything else
+  /// fails the request, as libcurl's "CONNECT tunnel failed".
+  ///
+  /// - Throws: `URLError` `.userAuthenticationRequired` for a 407 (the proxy wants credentials,
+  ///   in the proxy URL's `user:password@`), `.cannotConnectToHost` for any other refusal (a 502
+  ///   when the proxy cannot reach the server) or a proxy that closes without answering,
+  ///   `.cannotParseResponse` for an answer that is not HTTP/1.x or has bytes after its head.
+  private func tunnel(
+    over connection: SocketConnection, through proxy: SocketTransportSettings.Proxy, to host: String,
+    port: Int,
+    buffer: UnsafeMutableRawBufferPointer
+  ) throws(URLError) {
+    let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    var text = "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n"
+    if let authorization = proxy.authorization { text += "Proxy-Authorization: \(authorization)\r\n" }
+    text += "User-Agent: PromiseHTTP\r\n\r\n"
+    try connection.send(contentsOf: Array(text.utf8))
+    func failure(_ code: URLError.Code, _ what: String) -> URLError {
+      URLError(
+        code, userInfo: [NSLocalizedDescriptionKey: "\(what) (proxy \(proxy.name), tunnel to \(authority))"])
+    }
+    var filled = 0
+    while true {
+      guard filled < buffer.count else {
+        throw failure(.cannotParseResponse, "The proxy's answer to CONNECT is too long")
+      }
+      let count = try connection.receive(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+      guard count > 0 else {
+        throw failure(.cannotConnectToHost, "The proxy closed the connection before it answered CONNECT")
+      }
+      filled += count
+      let received = UnsafeRawBufferPointer(rebasing: buffer[..<filled])
+      guard let end = HTTP1ResponseHead.end(in: received) else { continue }
+      let answer: HTTP1ResponseHead
+      do {
+        answer = try HTTP1ResponseHead.parse(UnsafeRawBufferPointer(rebasing: received[..<end]))
+      } catch {
+        throw failure(.cannotParseResponse, "The proxy's answer to CONNECT is not HTTP/1.x")
+      }
+      guard (200..<300).contains(answer.statusCode) else {
+        throw failure(
+          answer.statusCode == 407 ? .userAuthenticationRequired : .cannotConnectToHost,
+          "CONNECT tunnel failed, response \(answer.statusCode)")
+      }
+      // TLS starts with the client's hello: a proxy that sends anything before it is broken.
+      guard end == filled else {
+        throw failure(.cannotParseResponse, "The proxy sent bytes after its answer to CONNECT")
+      }
+      return
+    }
   }
 
   /// Whether the request itself asks for the connection to close after it.
@@ -333,15 +402,26 @@ final class SocketTask: ExchangeTask {
   }
 
   /// The request line and header fields, as bytes.
+  ///
+  /// Through a forwarding `proxy` (plain HTTP), the target is the absolute URL (RFC 9112
+  /// §3.2.2) and the proxy's credentials go in `Proxy-Authorization`.
   private func requestHead(
-    url: URL, host: String, port: Int, defaultPort: Int, body: SocketOutgoingBody
+    url: URL, host: String, port: Int, defaultPort: Int, body: SocketOutgoingBody,
+    proxy: SocketTransportSettings.Proxy? = nil
   ) -> [UInt8] {
     let method = request.httpMethod ?? "GET"
     var target = url.path(percentEncoded: true)
     if target.isEmpty { target = "/" }
     if let query = url.query(percentEncoded: true) { target += "?" + query }
     let hostField = host.contains(":") ? "[\(host)]" : host
-    var fields: [(String, String)] = [("Host", port == defaultPort ? hostField : "\(hostField):\(port)")]
+    let authority = port == defaultPort ? hostField : "\(hostField):\(port)"
+    if proxy != nil { target = "http://\(authority)\(target)" }
+    var fields: [(String, String)] = [("Host", authority)]
+    if let authorization = proxy?.authorization,
+      request.value(forHTTPHeaderField: "Proxy-Authorization") == nil
+    {
+      fields.append(("Proxy-Authorization", authorization))
+    }
     // The framing fields are the transport's, from the body it sends: a caller's own could
     // contradict it (both a length and chunked coding) and make the server misread the request.
     var names: Set<String> = ["host", "content-length", "transfer-encoding"]

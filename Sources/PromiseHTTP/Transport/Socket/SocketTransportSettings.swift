@@ -21,6 +21,12 @@ struct SocketTransportSettings: Sendable {
   /// The same for HTTPS, when the environment names a proxy for it (`https_proxy`,
   /// `all_proxy`); `nil` when it names none.
   var httpsProxyExemptions: [String]?
+  /// The environment's proxy for plain HTTP (`http_proxy`, else `all_proxy`), when it is one
+  /// the socket transport speaks (see `Proxy`).
+  var httpProxy: Proxy?
+  /// The environment's proxy for HTTPS (`https_proxy`, else `all_proxy`), when it is one the
+  /// socket transport speaks; HTTPS goes through it in a `CONNECT` tunnel.
+  var httpsProxy: Proxy?
   /// The client's TLS set-up for HTTPS, made on the first HTTPS request.
   var tls: TLSContextCache
   /// The client's kept-alive connections: as many idle per origin as the session's
@@ -62,17 +68,77 @@ struct SocketTransportSettings: Sendable {
       environment[$0]?.isEmpty == false
     }
     httpsProxyExemptions = proxiedHTTPS ? exemptions : nil
+    // libcurl's order: the scheme's own variable, then `all_proxy`.
+    func named(_ names: [String]) -> String? {
+      names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
+    }
+    httpProxy = named(["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]).flatMap(
+      Proxy.init(environmentValue:))
+    httpsProxy = named(["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]).flatMap(
+      Proxy.init(environmentValue:))
   }
 
-  /// Whether libcurl would reach `host` without the environment's proxy: no proxy is named, or
-  /// `no_proxy` is `*`, names the host, or a domain the host is in (`example.com` and
-  /// `.example.com` both cover `api.example.com`).
-  func bypassesProxy(_ host: String) -> Bool {
-    guard let exemptions = proxyExemptions else { return true }
-    return Self.isExempt(host, exemptions)
+  /// A forward proxy the socket transport speaks: plain HTTP to the proxy.
+  ///
+  /// Basic credentials go to it if its URL has them. HTTP requests go to it with their absolute
+  /// URL as the target; HTTPS goes through a `CONNECT` tunnel, TLS end to end with the server.
+  struct Proxy: Sendable, Equatable {
+    /// The proxy's host (an IPv6 address without brackets).
+    let host: String
+    let port: Int
+    /// The value of `Proxy-Authorization`, from the URL's user and password, if it has them.
+    let authorization: String?
+
+    /// `host:port`, for messages.
+    var name: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// Reads a proxy variable's value as libcurl does, for the forms the transport speaks.
+    ///
+    /// `http://[user:password@]host[:port][/]` or `host[:port]` (no scheme is HTTP; the port
+    /// defaults to 1080, libcurl's). `nil` for any other scheme (`https://`, `socks5://`),
+    /// which leaves the request to `URLSession`.
+    init?(environmentValue value: String) {
+      let trimmed = value.trimmingCharacters(in: .whitespaces)
+      let text = trimmed.contains("://") ? trimmed : "http://" + trimmed
+      guard let components = URLComponents(string: text), components.scheme?.lowercased() == "http",
+        var host = components.host, !host.isEmpty, components.path.isEmpty || components.path == "/"
+      else { return nil }
+      if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+      self.host = host
+      port = components.port ?? 1080
+      if let user = components.user {
+        let credentials =
+          (components.user?.removingPercentEncoding ?? user) + ":"
+          + (components.password?.removingPercentEncoding ?? components.password ?? "")
+        authorization = "Basic " + Data(credentials.utf8).base64EncodedString()
+      } else {
+        authorization = nil
+      }
+    }
   }
 
-  /// Whether `no_proxy`'s `exemptions` cover `host`.
+  /// How a request to `host` over `scheme` goes.
+  enum Route: Sendable, Equatable {
+    /// Straight to the server.
+    case direct
+    /// Through `Proxy`.
+    case proxy(Proxy)
+    /// Through a proxy only `URLSession` speaks (a scheme other than `http://`).
+    case unsupported
+  }
+
+  /// How a request to `host` over `scheme` ("http" or "https") goes: libcurl's choice of proxy
+  /// from the environment, `no_proxy` applied.
+  func route(scheme: String, host: String) -> Route {
+    let secure = scheme == "https"
+    guard let exemptions = secure ? httpsProxyExemptions : proxyExemptions, !Self.isExempt(host, exemptions)
+    else { return .direct }
+    guard let proxy = secure ? httpsProxy : httpProxy else { return .unsupported }
+    return .proxy(proxy)
+  }
+
+  /// Whether `no_proxy`'s `exemptions` cover `host`: it is `*`, names the host, or a domain the
+  /// host is in (`example.com` and `.example.com` both cover `api.example.com`).
   private static func isExempt(_ host: String, _ exemptions: [String]) -> Bool {
     let host = host.lowercased()
     return exemptions.contains { entry in
@@ -98,18 +164,16 @@ struct SocketTransportSettings: Sendable {
 
   /// Whether the socket transport serves `request`.
   ///
-  /// It serves plain HTTP, and HTTPS where OpenSSL 3 can be loaded and no `https_proxy` is
-  /// named, to a host, with no credentials in the URL, no body other than `httpBody`, and
-  /// header fields that are safe to write as they are. Anything else goes through `URLSession`.
+  /// It serves plain HTTP, and HTTPS where OpenSSL 3 can be loaded, to a host, directly or
+  /// through an `http://` proxy of the environment (`route(scheme:host:)`), with no credentials
+  /// in the URL, no body other than `httpBody`, and header fields that are safe to write as they
+  /// are. Anything else goes through `URLSession`.
   func serves(_ request: URLRequest) -> Bool {
     guard isAvailable, let url = request.url, let scheme = url.scheme?.lowercased(),
       scheme == "http" || (scheme == "https" && supportsTLS),
-      let host = url.host, !host.isEmpty, bypassesProxy(host), url.user == nil, url.password == nil,
-      request.httpBodyStream == nil
+      let host = url.host, !host.isEmpty, url.user == nil, url.password == nil,
+      request.httpBodyStream == nil, route(scheme: scheme, host: host) != .unsupported
     else { return false }
-    if scheme == "https", let exemptions = httpsProxyExemptions, !Self.isExempt(host, exemptions) {
-      return false
-    }
     let method = request.httpMethod ?? "GET"
     guard !method.isEmpty, method.utf8.allSatisfy(FieldSyntax.isTokenByte),
       !FieldSyntax.equalsIgnoringASCIICase(method, "CONNECT")
@@ -137,7 +201,7 @@ struct SocketTransportSettings: Sendable {
     let why =
       !supportsTLS
       ? Self.tlsUnavailableReason
-      : "the socket transport cannot serve this request (the urlSession engine, a proxy, credentials in the URL, or a body stream)"
+      : "the socket transport cannot serve this request (the urlSession engine, a proxy other than http://, credentials in the URL, or a body stream)"
     return URLError(
       .secureConnectionFailed,
       userInfo: [NSLocalizedDescriptionKey: "\(what), and \(why); the request was not sent"])
