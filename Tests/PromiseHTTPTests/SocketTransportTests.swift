@@ -72,6 +72,10 @@ struct SocketTransportSettingsTests {
     #expect(settings(["all_proxy": "http://proxy.example"]).route(scheme: "http", host: "a.b") != .direct)
     // An empty variable names no proxy.
     #expect(settings(["http_proxy": ""]).route(scheme: "http", host: "127.0.0.1") == .direct)
+    // Upper-case HTTP_PROXY is ignored, as libcurl ignores it ("httpoxy": a CGI program gets a
+    // request's `Proxy:` field under that name); HTTPS_PROXY is read.
+    #expect(settings(["HTTP_PROXY": "http://proxy.example"]).route(scheme: "http", host: "a.b") == .direct)
+    #expect(settings(["HTTPS_PROXY": "http://proxy.example"]).route(scheme: "https", host: "a.b") != .direct)
   }
 
   @Test func aProxyVariableIsReadAsLibcurlReadsIt() throws {

@@ -58,7 +58,9 @@ struct SocketTransportSettings: Sendable {
     acceptsCookies = configuration.httpCookieAcceptPolicy != .never
     isAvailable = enabled && Self.canServe(configuration)
     // libcurl honours these (`https_proxy` for HTTPS, below); `no_proxy` exempts hosts from them.
-    let proxied = ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"].contains {
+    // `http_proxy` only in lower case, as libcurl reads it: `HTTP_PROXY` is what a CGI program
+    // gets from a request's `Proxy:` field ("httpoxy"), and curl 7.88 ignores it (checked).
+    let proxied = ["http_proxy", "all_proxy", "ALL_PROXY"].contains {
       environment[$0]?.isEmpty == false
     }
     let exemptions = (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",")
@@ -72,7 +74,7 @@ struct SocketTransportSettings: Sendable {
     func named(_ names: [String]) -> String? {
       names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
     }
-    httpProxy = named(["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]).flatMap(
+    httpProxy = named(["http_proxy", "all_proxy", "ALL_PROXY"]).flatMap(
       Proxy.init(environmentValue:))
     httpsProxy = named(["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]).flatMap(
       Proxy.init(environmentValue:))
