@@ -79,7 +79,10 @@ struct ContentDecodingTests {
       // decoded one only by its framing: the decoded 200 KiB are what count.
       let client = server.client(maximumResponseSize: 100_000, engine: engine)
       let (result, _) = await outcome(of: client.get("gzip"))
-      guard case .tooLarge(let limit, _)? = httpError(result) else { return }
+      guard case .tooLarge(let limit, _)? = httpError(result) else {
+        Issue.record("expected tooLarge, got \(result)")
+        return
+      }
       #expect(limit == 100_000)
     }
   }
@@ -94,7 +97,10 @@ struct ContentDecodingTests {
       let client = server.client(engine: .automatic)
       for path in ["garbage", "cut"] {
         let (result, _) = await outcome(of: client.get(path))
-        guard case .transport(let error, _)? = httpError(result) else { continue }
+        guard case .transport(let error, _)? = httpError(result) else {
+          Issue.record("\(path): expected a transport error, got \(result)")
+          continue
+        }
         #expect(error.code == .cannotDecodeContentData, "\(path)")
         #expect(error.localizedDescription.contains("not in the Content-Encoding"), "\(path)")
       }

@@ -29,7 +29,10 @@ struct PromiseDecodingTests {
       let (result, elapsed) = await outcome(
         of: server.client().get("broken").decode(Catalog.self), since: start)
       report("invalid JSON", result, elapsed)
-      guard case .decoding(let type, _, let detail, let excerpt, let url)? = httpError(result) else { return }
+      guard case .decoding(let type, _, let detail, let excerpt, let url)? = httpError(result) else {
+        Issue.record("another outcome: \(result)")
+        return
+      }
       #expect(type == "Catalog")
       #expect(detail.contains("invalid JSON"))
       #expect(excerpt == "{\"items\": [")
@@ -44,10 +47,16 @@ struct PromiseDecodingTests {
     }) { server in
       let client = server.client()
       let (mismatch, _) = await outcome(of: client.get("catalog").decode(Catalog.self))
-      guard case .decoding(_, let path, _, _, _)? = httpError(mismatch) else { return }
+      guard case .decoding(_, let path, _, _, _)? = httpError(mismatch) else {
+        Issue.record("another outcome: \(mismatch)")
+        return
+      }
       #expect(path == "items[1].id")
       let (missing, _) = await outcome(of: client.get("partial").decode(Catalog.self))
-      guard case .decoding(_, let missingPath, let detail, _, _)? = httpError(missing) else { return }
+      guard case .decoding(_, let missingPath, let detail, _, _)? = httpError(missing) else {
+        Issue.record("another outcome: \(missing)")
+        return
+      }
       #expect(missingPath == "items[0].id")
       #expect(detail.contains("missing key 'id'"))
       #expect(
@@ -76,7 +85,10 @@ struct PromiseDecodingTests {
       let text = try await client.get("hello").text().value
       #expect(text == "héllo")
       let (result, _) = await outcome(of: client.get("binary").text())
-      guard case .decoding(let type, _, _, _, _)? = httpError(result) else { return }
+      guard case .decoding(let type, _, _, _, _)? = httpError(result) else {
+        Issue.record("another outcome: \(result)")
+        return
+      }
       #expect(type == "String")
     }
   }
