@@ -1,6 +1,6 @@
-/// Encodes bodies in the content codings a client is expected to decode — gzip, and deflate with
-/// or without its zlib wrapper — with stored (uncompressed) DEFLATE blocks: valid streams,
-/// built without zlib, for tests of decoding rather than of compression.
+/// Encodes bodies in the content codings a client is expected to decode — gzip, deflate with or
+/// without its zlib wrapper, and zstd — with stored (uncompressed) blocks: valid streams, built
+/// without zlib or libzstd, for tests of decoding rather than of compression.
 public enum ContentCodingEncoder {
   /// `bytes` as a gzip stream (RFC 1952).
   public static func gzip(_ bytes: [UInt8]) -> [UInt8] {
@@ -15,6 +15,28 @@ public enum ContentCodingEncoder {
   public static func zlib(_ bytes: [UInt8]) -> [UInt8] {
     // CMF 0x78 (deflate, 32 KiB window), FLG 0x01 (no dictionary; 0x7801 is a multiple of 31).
     [0x78, 0x01] + rawDeflate(bytes) + bigEndian(adler32(bytes))
+  }
+
+  /// `bytes` as one Zstandard frame (RFC 8878) of raw blocks, declaring a window of
+  /// 2^`windowLog` bytes (10...41; a decoder may refuse a window it finds too large).
+  public static func zstd(_ bytes: [UInt8], windowLog: Int = 20) -> [UInt8] {
+    precondition((10...41).contains(windowLog))
+    // Magic number; Frame_Header_Descriptor 0 (no content size, not a single segment, no
+    // checksum, no dictionary); Window_Descriptor: exponent windowLog - 10, mantissa 0.
+    var out: [UInt8] = [0x28, 0xB5, 0x2F, 0xFD, 0x00, UInt8((windowLog - 10) << 3)]
+    // A block holds at most min(window, 128 KiB) bytes.
+    let blockLimit = min(1 << windowLog, 128 * 1024)
+    var offset = 0
+    repeat {
+      let count = min(blockLimit, bytes.count - offset)
+      let last = offset + count == bytes.count
+      // Block_Header, 3 bytes little-endian: Last_Block, Block_Type 0 (raw), Block_Size.
+      let header = (last ? 1 : 0) | (count << 3)
+      out += [UInt8(header & 0xFF), UInt8((header >> 8) & 0xFF), UInt8((header >> 16) & 0xFF)]
+      out += bytes[offset..<offset + count]
+      offset += count
+    } while offset < bytes.count
+    return out
   }
 
   /// `bytes` as raw DEFLATE (RFC 1951), as some servers send `deflate` without the wrapper.

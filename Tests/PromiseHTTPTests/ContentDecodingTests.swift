@@ -51,8 +51,59 @@ struct ContentDecodingTests {
     }) { server async throws in
       let response = try await server.client(engine: .automatic).get("br").value
       #expect(response.text == "hello")
-      #expect(server.requests.first?.header("Accept-Encoding") == "gzip, deflate, br")
+      #expect(server.requests.first?.header("Accept-Encoding") == "gzip, deflate, br, zstd")
     }
+  }
+
+  /// Zstandard, as libcurl decodes it: a frame of raw blocks (ours, 200 KiB, several blocks),
+  /// a frame compressed by the `zstd` tool (`zstd -19 --no-check` of 200 lines, embedded), a
+  /// frame that needs a 1 GiB window (refused: at most 8 MiB, RFC 8878), garbage and a frame
+  /// cut short (errors).
+  @Test(.enabled(if: socketTransportServesLoopback))
+  func aZstdBodyIsDecodedAndAnUnreasonableWindowRefused() async throws {
+    let lines = Array((0..<200).map { "line \($0) of the configuration\n" }.joined().utf8)
+    let compressed = Self.bytes(
+      hex:
+        "28b52ffd00685d080076142b14a01b8b01847be1990455702bbbbb7be96bb45a012e0025001f007777676666666656555555554544444444f4ffffab896745030b933843f31c89b1304450204e60308110144ba204ffffffff0b0b0b0b0b0b0b0b0b0befeeeeeeeeaaaaaaaaaa66666666662222222222dedd5ddff77ddff77ddfb66ddbb66ddbb65dd7755dd7755dd7344dd3344dd334fd07fbbeeffbbeeffbaeebbaaeebbaaeeb799ee7799ee7798ee3388ee3388ee31780c8a81110fafdefd05379112404ff2704123f574bb3b3b999595b55cdcdccd6666a6df14bb8ec96c8b25652654b49947d12262f002000000200200000020020502541b24682c80a0990f5111eab23385ec13081618299acc503a40a"
+    )
+    let raw = ContentCodingEncoder.zstd(Self.original)
+    try await withServer({ router in
+      router.on("GET", "/raw") { _ in Self.encoded("zstd", raw) }
+      router.on("GET", "/compressed") { _ in Self.encoded("zstd", compressed) }
+      router.on("GET", "/huge-window") { _ in
+        Self.encoded("zstd", ContentCodingEncoder.zstd(lines, windowLog: 30))
+      }
+      router.on("GET", "/garbage") { _ in Self.encoded("zstd", Array("not zstd at all".utf8)) }
+      router.on("GET", "/cut") { _ in Self.encoded("zstd", Array(raw.prefix(raw.count / 2))) }
+    }) { server async throws in
+      let client = server.client(engine: .automatic)
+      #expect(Array(try await client.get("raw").value.body) == Self.original)
+      #expect(Array(try await client.get("compressed").value.body) == lines)
+      #expect(server.requests.first?.header("Accept-Encoding") == "gzip, deflate, br, zstd")
+      for (path, reason) in [
+        ("huge-window", "Frame requires too much memory"), ("garbage", "Unknown frame descriptor"),
+        ("cut", "ended before its coding did"),
+      ] {
+        let (result, _) = await outcome(of: client.get(path))
+        guard case .transport(let error, _)? = httpError(result) else {
+          Issue.record("\(path): expected a transport error, got \(result)")
+          continue
+        }
+        #expect(error.code == .cannotDecodeContentData, "\(path)")
+        #expect(error.localizedDescription.contains(reason), "\(path): \(error.localizedDescription)")
+      }
+    }
+  }
+
+  static func bytes(hex: String) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var index = hex.startIndex
+    while index < hex.endIndex {
+      let next = hex.index(index, offsetBy: 2)
+      bytes.append(UInt8(hex[index..<next], radix: 16)!)
+      index = next
+    }
+    return bytes
   }
 
   @Test(arguments: engines)

@@ -16,7 +16,7 @@ extension HTTPClient {
     /// session's `httpMaximumConnectionsPerHost`, for at most 30 s or what the server's
     /// `Keep-Alive` says) and reuses one only after a response read to its framed end; one the
     /// server closed or wrote to while idle is never read as the next answer. An ordinary
-    /// request asks for `gzip, deflate, br` and gets its body decoded, as `URLSession` does, the size
+    /// request asks for `gzip, deflate, br, zstd` and gets its body decoded, as `URLSession` does, the size
     /// limit counted on the decoded bytes; a transfer asks for `identity` and passes on a body
     /// sent encoded anyway as it arrived (like `curl -o`). A transfer's body moves at the pace
     /// of the file, the sequence or the reader, so memory stays flat.

@@ -183,6 +183,117 @@ import Foundation
     }
   }
 
+  /// The system's Zstandard decoder (`libzstd.so.1`, which libcurl links for the same
+  /// purpose), loaded at run time as `Zlib` is.
+  final class Zstd: Sendable {
+    // Safety of `Sendable`: constant function pointers looked up once; the decoder's functions
+    // are reentrant on distinct streams.
+    let create: @convention(c) () -> OpaquePointer?
+    let free: @convention(c) (OpaquePointer?) -> Int
+    let setParameter: @convention(c) (OpaquePointer?, Int32, Int32) -> Int
+    /// `ZSTD_decompressStream(stream, &out, &in)`; the buffers are an `OutBuffer` and an
+    /// `InBuffer`, passed as raw pointers (a Swift struct is not a C type to Swift).
+    let decompress: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int
+    let isError: @convention(c) (Int) -> UInt32
+    let errorName: @convention(c) (Int) -> UnsafePointer<CChar>?
+
+    /// `ZSTD_inBuffer`, field for field (a pointer and two `size_t`: 24 bytes, as in C).
+    struct InBuffer {
+      var source: UnsafeRawPointer?
+      var size: Int
+      var position: Int
+    }
+
+    /// `ZSTD_outBuffer`, field for field.
+    struct OutBuffer {
+      var destination: UnsafeMutableRawPointer?
+      var size: Int
+      var position: Int
+    }
+
+    // `zstd.h`
+    static let windowLogMax: Int32 = 100
+    /// The largest window a body may need, as a power of two: 8 MiB, the size RFC 8878 §3.1.1.1.2
+    /// asks an HTTP decoder to support and lets it refuse beyond, so that a response cannot make
+    /// the decoder reserve 128 MiB or more (zstd's own default allows 2^27).
+    static let largestWindowLog: Int32 = 23
+
+    /// The library, loaded on first use, or `nil` where it cannot be.
+    static let loaded: Zstd? = Zstd()
+
+    private init?() {
+      guard let handle = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL),
+        let create = dlsym(handle, "ZSTD_createDStream"),
+        let free = dlsym(handle, "ZSTD_freeDStream"),
+        let setParameter = dlsym(handle, "ZSTD_DCtx_setParameter"),
+        let decompress = dlsym(handle, "ZSTD_decompressStream"),
+        let isError = dlsym(handle, "ZSTD_isError"),
+        let errorName = dlsym(handle, "ZSTD_getErrorName")
+      else { return nil }
+      self.create = unsafeBitCast(create, to: type(of: self.create))
+      self.free = unsafeBitCast(free, to: type(of: self.free))
+      self.setParameter = unsafeBitCast(setParameter, to: type(of: self.setParameter))
+      self.decompress = unsafeBitCast(decompress, to: type(of: self.decompress))
+      self.isError = unsafeBitCast(isError, to: type(of: self.isError))
+      self.errorName = unsafeBitCast(errorName, to: type(of: self.errorName))
+    }
+
+    /// zstd's name for the error `code`.
+    func name(of code: Int) -> String {
+      errorName(code).map { String(cString: $0) } ?? "zstd error"
+    }
+  }
+
+  /// One Zstandard decoding stream: the body's first frame (bytes after it are ignored, as
+  /// after a gzip member).
+  private final class ZstdStream: StreamDecoder {
+    private let zstd: Zstd
+    private let stream: OpaquePointer
+    private(set) var ended = false
+    var consumed = false
+
+    init(zstd: Zstd) throws(URLError) {
+      guard let stream = zstd.create() else {
+        throw ContentDecoder.failure("the zstd decoder could not start")
+      }
+      self.zstd = zstd
+      self.stream = stream
+      let set = zstd.setParameter(stream, Zstd.windowLogMax, Zstd.largestWindowLog)
+      guard zstd.isError(set) == 0 else {
+        _ = zstd.free(stream)
+        throw ContentDecoder.failure("the zstd decoder could not be limited: \(zstd.name(of: set))")
+      }
+    }
+
+    deinit {
+      _ = zstd.free(stream)
+    }
+
+    func decode(
+      _ input: UnsafeRawBufferPointer, output: UnsafeMutableRawBufferPointer,
+      emit: (UnsafeRawBufferPointer) throws(URLError) -> Void
+    ) throws(URLError) {
+      var source = Zstd.InBuffer(source: input.baseAddress, size: input.count, position: 0)
+      while true {
+        var target = Zstd.OutBuffer(destination: output.baseAddress, size: output.count, position: 0)
+        let result = withUnsafeMutablePointer(to: &target) { target in
+          withUnsafeMutablePointer(to: &source) { source in
+            zstd.decompress(stream, UnsafeMutableRawPointer(target), UnsafeMutableRawPointer(source))
+          }
+        }
+        if zstd.isError(result) != 0 { throw ContentDecoder.failure(zstd.name(of: result)) }
+        if target.position > 0 { try emit(UnsafeRawBufferPointer(rebasing: output[..<target.position])) }
+        // 0: the frame is decoded and all of it flushed.
+        if result == 0 {
+          ended = true
+          return
+        }
+        // All input taken and room left in the output: everything decodable so far is out.
+        if source.position == source.size, target.position < target.size { return }
+      }
+    }
+  }
+
   /// One zlib inflate stream: gzip, or deflate with or without its zlib wrapper.
   private final class Inflater: StreamDecoder {
     private let zlib: Zlib
@@ -286,9 +397,10 @@ enum ContentCoding: Sendable, Equatable {
   case gzip
   case deflate
   case brotli
+  case zstd
 
   /// The codings of a `Content-Encoding` field, in the order they were applied, when every one
-  /// is known (`gzip`, `x-gzip`, `deflate`, `br`; `identity` is dropped) and there are at most
+  /// is known (`gzip`, `x-gzip`, `deflate`, `br`, `zstd`; `identity` is dropped) and there are at most
   /// `ContentDecoder.maximumCodings`; `nil` otherwise, and the body is passed on as it is.
   static func parse(_ values: [String]) -> [ContentCoding]? {
     var codings: [ContentCoding] = []
@@ -300,6 +412,7 @@ enum ContentCoding: Sendable, Equatable {
       case "gzip", "x-gzip": codings.append(.gzip)
       case "deflate": codings.append(.deflate)
       case "br": codings.append(.brotli)
+      case "zstd": codings.append(.zstd)
       default: return nil
       }
     }
@@ -307,11 +420,11 @@ enum ContentCoding: Sendable, Equatable {
   }
 }
 
-/// Decodes a body sent with a `Content-Encoding` of gzip, deflate or br as its bytes arrive, in
+/// Decodes a body sent with a `Content-Encoding` of gzip, deflate, br or zstd as its bytes arrive, in
 /// pieces of at most `pieceSize` bytes, so that a size limit counted on what comes out stops a
 /// decompression bomb after one piece past it.
 ///
-/// For the socket transport's ordinary requests, which ask for `gzip, deflate, br` as
+/// For the socket transport's ordinary requests, which ask for `gzip, deflate, br, zstd` as
 /// FoundationNetworking does and deliver the decoded body with the response's fields unchanged
 /// (`Content-Encoding` and `Content-Length` still say what was sent).
 final class ContentDecoder {
@@ -335,6 +448,9 @@ final class ContentDecoder {
         if coding == .brotli {
           guard let brotli = Brotli.loaded else { return nil }
           inflaters.append(try BrotliStream(brotli: brotli))
+        } else if coding == .zstd {
+          guard let zstd = Zstd.loaded else { return nil }
+          inflaters.append(try ZstdStream(zstd: zstd))
         } else {
           guard let zlib = Zlib.loaded else { return nil }
           inflaters.append(try Inflater(coding, zlib: zlib))
@@ -359,7 +475,9 @@ final class ContentDecoder {
   /// FoundationNetworking's libcurl asks for those it was built with; `nil` for none.
   static let acceptedCodings: String? = {
     #if canImport(Glibc)
-      let names = (Zlib.loaded != nil ? ["gzip", "deflate"] : []) + (Brotli.loaded != nil ? ["br"] : [])
+      let names =
+        (Zlib.loaded != nil ? ["gzip", "deflate"] : []) + (Brotli.loaded != nil ? ["br"] : [])
+        + (Zstd.loaded != nil ? ["zstd"] : [])
       return names.isEmpty ? nil : names.joined(separator: ", ")
     #else
       return nil

@@ -15,7 +15,7 @@ import Foundation
 /// coding, decides whether the connection may carry another exchange, and tells a kept-alive
 /// connection that the server closed before answering (stale) from a failed exchange.
 ///
-/// Content coding (gzip, deflate, br) is the driver's: it is a property of the representation,
+/// Content coding (gzip, deflate, br, zstd) is the driver's: it is a property of the representation,
 /// not of the connection, and its decoder is a class around C state that a value machine would
 /// only carry along; the machine hands on the body as framed.
 ///

@@ -20,7 +20,7 @@ import Promises
 /// the exchange follows gets a task of its own, `followsRedirects` is false), the response head,
 /// the body, the completion with a `URLError` of the code FoundationNetworking gives the same
 /// fault. Cookies are read from and stored to the session's storage. An ordinary request asks
-/// for `gzip, deflate, br` and has its body decoded (`ContentDecoder`); a transfer asks for
+/// for `gzip, deflate, br, zstd` and has its body decoded (`ContentDecoder`); a transfer asks for
 /// `identity` unless the request names an `Accept-Encoding`, and passes on a body sent with a
 /// `Content-Encoding` as it arrives, undecoded.
 ///
