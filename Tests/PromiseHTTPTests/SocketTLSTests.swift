@@ -63,6 +63,40 @@ struct SocketTLSTests {
     }
   }
 
+  /// A server that drops the connection while an HTTPS upload is being sent: the upload fails
+  /// with a typed error, thirty times over, and the process lives. OpenSSL writes to the socket
+  /// with `write`, which raises SIGPIPE on a connection the peer has reset (before the socket
+  /// transport's threads blocked it, this killed the process in 1 run of 3); the write now
+  /// fails with EPIPE. In a child process, so that a SIGPIPE fails this test, not the run.
+  @Test(.tags(.childProcess)) func aServerThatDropsAnHTTPSUploadEndsInAnErrorNotASignal() async {
+    let result = await #expect(processExitsWith: .success, observing: [\.standardOutputContent]) {
+      do {
+        try await withFileServer { server, certificate in
+          let client = HTTPClient(
+            baseURL: server.baseURL(), configuration: configuration(trusting: certificate))
+          let body = TLSFileServer.body(16 << 20)
+          for attempt in 0..<30 {
+            let (result, _) = await outcome(of: client.upload(.data(body), to: "slam", method: .put))
+            guard case .failure(HTTPError.transport(let error, _)) = result,
+              [.networkConnectionLost, .cannotConnectToHost].contains(error.code)
+            else {
+              print("PROBLEM | attempt \(attempt): \(result)")
+              exit(1)
+            }
+          }
+        }
+      } catch {
+        print("PROBLEM | \(error)")
+        exit(1)
+      }
+    }
+    if let output = result?.standardOutputContent, !output.isEmpty {
+      #expect(
+        !String(decoding: output, as: UTF8.self).contains("PROBLEM"),
+        "\(String(decoding: output, as: UTF8.self))")
+    }
+  }
+
   @Test func anAnswerBeforeTheBodyOverHTTPSIsDeliveredWhileTheServerHoldsTheConnection() async throws {
     // The server answers 413 and keeps the connection open, reading nothing: the answer has to
     // be found while the body waits on a full send buffer (the request's 20 s would otherwise
@@ -499,6 +533,10 @@ enum TLSFileServer {
                 fields = dict((l.split(b":", 1)[0].strip().lower(), l.split(b":", 1)[1].strip()) for l in lines[1:])
                 print("request", lines[0].decode("latin-1"), "|", fields.get(b"user-agent", b"").decode("latin-1"), flush=True)
                 method, path = lines[0].split(b" ")[0:2]
+                if method == b"PUT" and path == b"/slam":
+                    # Gone without a word, the body unread: the kernel resets the connection.
+                    print("slammed", flush=True)
+                    return
                 if method == b"PUT" and path == b"/early":
                     # An answer before the body, then the connection held open, nothing read.
                     tls.sendall(b"HTTP/1.1 413 Payload Too Large\\r\\nContent-Length: 9\\r\\nConnection: close\\r\\n\\r\\ntoo large")

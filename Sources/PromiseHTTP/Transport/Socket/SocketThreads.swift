@@ -46,9 +46,30 @@ final class SocketThreads: Sendable {
     }
     let worker = Worker()
     worker.work = work
-    let thread = Thread { [self] in loop(worker) }
+    let thread = Thread { [self] in
+      Self.blockBrokenPipeSignal()
+      loop(worker)
+    }
     thread.name = "PromiseHTTP.socket"
     thread.start()
+  }
+
+  /// Blocks SIGPIPE on the calling thread, for the rest of its life.
+  ///
+  /// OpenSSL writes to its socket with `write`, which raises SIGPIPE (by default the end of the
+  /// process) when the peer has reset the connection: an HTTPS upload to a server that dropped
+  /// it killed the process in 1 run of 3. The transport's own sends pass `MSG_NOSIGNAL`, but
+  /// OpenSSL's socket BIO has no such flag. Blocked, the signal raised by a write stays pending
+  /// on this thread (a write's SIGPIPE is directed at the thread that wrote) and the write fails
+  /// with EPIPE, which the transport reports as a lost connection; these threads never unblock
+  /// it, so it is never delivered.
+  private static func blockBrokenPipeSignal() {
+    #if canImport(Glibc)
+      var signals = sigset_t()
+      sigemptyset(&signals)
+      sigaddset(&signals, SIGPIPE)
+      pthread_sigmask(SIG_BLOCK, &signals, nil)
+    #endif
   }
 
   /// Takes the worker's work and runs it; the closure (and what it holds: a task, its
