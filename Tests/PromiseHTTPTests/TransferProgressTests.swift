@@ -34,21 +34,34 @@ struct TransferProgressTests {
       ])
   }
 
+  /// Updates 2 and 3 come within the interval of update 1: 2 is held, then replaced by 3, which
+  /// goes out when the interval has passed. The claim holds only if the three calls took less
+  /// than the interval: with 20 ms, a loaded CI machine once stalled between two of them and 2
+  /// went out on its own, as it should. So the interval is 300 ms, and the calls are timed: if
+  /// they took longer, only what holds whatever the timing is checked.
   @Test func theReporterDeliversTheLatestHeldUpdateWhenTheIntervalHasPassed() async throws {
     let queue = DispatchQueue(label: "TransferProgressTests.held")
     let log = ProgressLog()
+    let interval = Duration.milliseconds(300)
     let reporter = ProgressReporter(
-      TransferProgressHandler(on: queue, interval: .milliseconds(20)) { log.append($0) },
+      TransferProgressHandler(on: queue, interval: interval) { log.append($0) },
       defaultQueue: .global())
+    let start = ContinuousClock.now
     reporter.update(completed: 1, expected: nil)
     reporter.update(completed: 2, expected: nil)
     reporter.update(completed: 3, expected: nil)
-    #expect(await eventually { log.updates.count == 2 })
-    #expect(log.updates.map(\.completedBytes) == [1, 3])
+    let calls = ContinuousClock.now - start
+    #expect(await eventually { log.updates.last?.completedBytes == 3 })
+    let delivered = log.updates.map(\.completedBytes)
+    if calls < interval {
+      #expect(delivered == [1, 3])
+    } else {
+      #expect(delivered.first == 1 && delivered.last == 3, "the calls took \(calls): \(delivered)")
+    }
     reporter.abandon()
     reporter.update(completed: 4, expected: nil)
     await offThePool { queue.sync {} }
-    #expect(log.updates.map(\.completedBytes) == [1, 3], "nothing after abandon, and no final update")
+    #expect(log.updates.map(\.completedBytes) == delivered, "nothing after abandon, and no final update")
   }
 
   @Test func anAbandonedStreamEndsWithoutAFinalUpdate() async {
