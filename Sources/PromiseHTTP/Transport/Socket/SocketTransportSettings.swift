@@ -57,27 +57,21 @@ struct SocketTransportSettings: Sendable {
     cookieStorage = configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil
     acceptsCookies = configuration.httpCookieAcceptPolicy != .never
     isAvailable = enabled && Self.canServe(configuration)
-    // libcurl honours these (`https_proxy` for HTTPS, below); `no_proxy` exempts hosts from them.
-    // `http_proxy` only in lower case, as libcurl reads it: `HTTP_PROXY` is what a CGI program
-    // gets from a request's `Proxy:` field ("httpoxy"), and curl 7.88 ignores it (checked).
-    let proxied = ["http_proxy", "all_proxy", "ALL_PROXY"].contains {
-      environment[$0]?.isEmpty == false
-    }
-    let exemptions = (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",")
-      .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
-    proxyExemptions = proxied ? exemptions : nil
-    let proxiedHTTPS = ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"].contains {
-      environment[$0]?.isEmpty == false
-    }
-    httpsProxyExemptions = proxiedHTTPS ? exemptions : nil
-    // libcurl's order: the scheme's own variable, then `all_proxy`.
+    // The proxy variables in libcurl's order: the scheme's own, then `all_proxy`; `no_proxy`
+    // exempts hosts from them. `http_proxy` only in lower case, as libcurl reads it:
+    // `HTTP_PROXY` is what a CGI program gets from a request's `Proxy:` field ("httpoxy"), and
+    // curl 7.88 ignores it (checked).
     func named(_ names: [String]) -> String? {
       names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
     }
-    httpProxy = named(["http_proxy", "all_proxy", "ALL_PROXY"]).flatMap(
-      Proxy.init(environmentValue:))
-    httpsProxy = named(["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]).flatMap(
-      Proxy.init(environmentValue:))
+    let httpValue = named(["http_proxy", "all_proxy", "ALL_PROXY"])
+    let httpsValue = named(["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"])
+    let exemptions = (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",")
+      .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+    proxyExemptions = httpValue != nil ? exemptions : nil
+    httpsProxyExemptions = httpsValue != nil ? exemptions : nil
+    httpProxy = httpValue.flatMap(Proxy.init(environmentValue:))
+    httpsProxy = httpsValue.flatMap(Proxy.init(environmentValue:))
   }
 
   /// A forward proxy the socket transport speaks: plain HTTP to the proxy.
@@ -108,10 +102,9 @@ struct SocketTransportSettings: Sendable {
       if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
       self.host = host
       port = components.port ?? 1080
+      // `user` and `password` are already percent-decoded (`percentEncodedUser` is not).
       if let user = components.user {
-        let credentials =
-          (components.user?.removingPercentEncoding ?? user) + ":"
-          + (components.password?.removingPercentEncoding ?? components.password ?? "")
+        let credentials = user + ":" + (components.password ?? "")
         authorization = "Basic " + Data(credentials.utf8).base64EncodedString()
       } else {
         authorization = nil
