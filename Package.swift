@@ -17,7 +17,8 @@ let package = Package(
     .executable(name: "Benchmarks", targets: ["Benchmarks"]),
   ],
   targets: [
-    .target(name: "Promises", swiftSettings: strict),
+    .target(name: "CPromisesSupport"),
+    .target(name: "Promises", dependencies: ["CPromisesSupport"], swiftSettings: strict),
     .target(name: "PromiseHTTP", dependencies: ["Promises"], swiftSettings: strict),
     // An in-process HTTP/1.1 server on loopback sockets with fault injection: used by the
     // tests, the story example and the benchmarks. Not a product.
