@@ -19,53 +19,6 @@ import Testing
   .enabled(if: TLSTools.available, "needs openssl and python3 on PATH to make certificates and serve them"),
   .enabled(if: OpenSSL.loaded != nil, "needs OpenSSL 3 (libssl.so.3) to load"))
 struct ClientCertificateTests {
-  /// A server with `certificate` that requires a client certificate signed by the authority in
-  /// the file at `authorityPath`, answers each request with the subject's common name of the
-  /// certificate it got ("hello CN"), and prints "request LINE | CN".
-  private static func script(authorityPath: String, tls12: Bool) -> String {
-    """
-    import os, socket, ssl, sys, threading
-    \(TLSServer.lockedPrint)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(sys.argv[1], sys.argv[2])
-    context.verify_mode = ssl.CERT_REQUIRED
-    context.load_verify_locations(\(pythonString(authorityPath)))
-    \(tls12 ? "context.maximum_version = ssl.TLSVersion.TLSv1_2" : "")
-    listener = socket.create_server(("127.0.0.1", 0))
-    connections = 0
-    def control():
-        while sys.stdin.readline():
-            print("connections", connections)
-        os._exit(0)
-    threading.Thread(target=control, daemon=True).start()
-    print("port", listener.getsockname()[1])
-    while True:
-        raw, _ = listener.accept()
-        connections += 1
-        raw.settimeout(10)
-        try:
-            with context.wrap_socket(raw, server_side=True) as tls:
-                head = b""
-                while b"\\r\\n\\r\\n" not in head:
-                    chunk = tls.recv(4096)
-                    if not chunk:
-                        break
-                    head += chunk
-                subject = dict(field[0] for field in tls.getpeercert()["subject"])
-                name = subject.get("commonName", "?")
-                print("request", head.split(b"\\r\\n")[0].decode("latin-1"), "|", name)
-                body = ("hello " + name).encode()
-                tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" % (len(body), body))
-        except (OSError, ValueError) as error:
-            print("failed", error)
-            raw.close()
-    """
-  }
-
-  private static func pythonString(_ text: String) -> String {
-    "'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
-  }
-
   /// What a case has: the server, the PEM the client trusts it with, and a client identity
   /// (`leaf`, signed by `authority`) with its files.
   private struct Setup {
@@ -121,7 +74,7 @@ struct ClientCertificateTests {
       }
     }.get()
     let trusted = trustedAuthority(authority.certificate, serverCertificate.certificate)
-    let script = Self.script(authorityPath: trusted.path, tls12: tls12)
+    let script = TLSServer.script(clientsSignedBy: trusted.path, maximumTLS12: tls12)
     let server = try await offThePool { Result { try TLSServer(serving: serverCertificate, script: script) } }
       .get()
     defer { server.stop() }

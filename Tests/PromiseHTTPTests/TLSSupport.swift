@@ -226,46 +226,79 @@ final class TLSServer: Sendable {
             sys.stdout.flush()
     """
 
-  /// The server's program: answers every request with "hello over TLS".
-  static let script = """
-    import os, socket, ssl, sys, threading
-    \(TLSServer.lockedPrint)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(sys.argv[1], sys.argv[2])
-    listener = socket.create_server(("127.0.0.1", 0))
-    connections = 0
-    def control():
-        while sys.stdin.readline():
-            print("connections", connections, flush=True)
-        os._exit(0)
-    threading.Thread(target=control, daemon=True).start()
-    print("port", listener.getsockname()[1], flush=True)
-    while True:
-        raw, _ = listener.accept()
-        connections += 1
-        raw.settimeout(10)
-        try:
-            with context.wrap_socket(raw, server_side=True) as tls:
-                head = b""
-                while b"\\r\\n\\r\\n" not in head:
-                    chunk = tls.recv(4096)
-                    if not chunk:
-                        break
-                    head += chunk
-                print("request", head.split(b"\\r\\n")[0].decode("latin-1"), flush=True)
-                body = b"hello over TLS"
-                tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" % (len(body), body))
-        except OSError as error:
-            print("failed", error, flush=True)
-            raw.close()
-    """
+  /// The server's program: answers every request with "hello over TLS" and prints "request
+  /// LINE".
+  ///
+  /// With `authorityPath`, it requires a client certificate signed by the authority in that PEM
+  /// file, answers "hello CN" with the common name of the certificate it got, and prints
+  /// "request LINE | CN". With `maximumTLS12`, it speaks TLS 1.2 at most.
+  static func script(clientsSignedBy authorityPath: String? = nil, maximumTLS12: Bool = false) -> String {
+    var setUp: [String] = []
+    if let authorityPath {
+      setUp += [
+        "context.verify_mode = ssl.CERT_REQUIRED",
+        "context.load_verify_locations(\(pythonString(authorityPath)))",
+      ]
+    }
+    if maximumTLS12 { setUp.append("context.maximum_version = ssl.TLSVersion.TLSv1_2") }
+    // Python lines inside the `with` block, 12 spaces in.
+    let answer =
+      authorityPath == nil
+      ? [
+        #"print("request", head.split(b"\r\n")[0].decode("latin-1"))"#,
+        #"body = b"hello over TLS""#,
+      ]
+      : [
+        #"subject = dict(field[0] for field in tls.getpeercert()["subject"])"#,
+        #"name = subject.get("commonName", "?")"#,
+        #"print("request", head.split(b"\r\n")[0].decode("latin-1"), "|", name)"#,
+        #"body = ("hello " + name).encode()"#,
+      ]
+    return """
+      import os, socket, ssl, sys, threading
+      \(TLSServer.lockedPrint)
+      context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+      context.load_cert_chain(sys.argv[1], sys.argv[2])
+      \(setUp.joined(separator: "\n"))
+      listener = socket.create_server(("127.0.0.1", 0))
+      connections = 0
+      def control():
+          while sys.stdin.readline():
+              print("connections", connections)
+          os._exit(0)
+      threading.Thread(target=control, daemon=True).start()
+      print("port", listener.getsockname()[1])
+      while True:
+          raw, _ = listener.accept()
+          connections += 1
+          raw.settimeout(10)
+          try:
+              with context.wrap_socket(raw, server_side=True) as tls:
+                  head = b""
+                  while b"\\r\\n\\r\\n" not in head:
+                      chunk = tls.recv(4096)
+                      if not chunk:
+                          break
+                      head += chunk
+      \(answer.map { String(repeating: " ", count: 12) + $0 }.joined(separator: "\n"))
+                  tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" % (len(body), body))
+          except (OSError, ValueError) as error:
+              print("failed", error)
+              raw.close()
+      """
+  }
+
+  /// `text` as a Python string literal.
+  static func pythonString(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
+  }
 
   /// Starts the server with `certificate`, running `script` (a program that takes the
   /// certificate and key paths, prints "port N" once it listens and "connections N" for each
   /// line of its input, and exits when its input closes); returns once it listens (at most 30 s).
   ///
   /// Blocks the calling thread: call it through `offThePool`.
-  init(serving certificate: TestCertificate, script: String = TLSServer.script) throws {
+  init(serving certificate: TestCertificate, script: String = TLSServer.script()) throws {
     let (process, output) = try PythonProcess.start(
       script: script, arguments: [certificate.certificate.path, certificate.key.path])
     self.process = process

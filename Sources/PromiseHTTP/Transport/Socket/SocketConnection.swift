@@ -355,16 +355,10 @@ import Promises
               throw URLError(.cancelled)
             case .answer:
               // The server answered (a 413, say) without reading the rest: the caller reads it.
-              throw URLError(
-                .networkConnectionLost,
-                userInfo: [NSLocalizedDescriptionKey: "The server answered before the whole body was sent"])
+              throw Self.sendCutShort(byAnAnswer: true)
             case .closed:
               // The server closed its side, perhaps without a word: the caller reads what it sent.
-              throw URLError(
-                .networkConnectionLost,
-                userInfo: [
-                  NSLocalizedDescriptionKey: "The server closed the connection before the whole body was sent"
-                ])
+              throw Self.sendCutShort(byAnAnswer: false)
             case .failed(let code):
               throw Self.failure(.networkConnectionLost, errno: code, doing: "Send failure")
             }
@@ -375,6 +369,18 @@ import Promises
         if isStopped { throw URLError(.cancelled) }
         throw Self.failure(.networkConnectionLost, errno: code, doing: "Send failure")
       }
+    }
+
+    /// The error of a send that the server cut short, by answering (a 413, say) or by closing
+    /// its side, before the whole body was sent; the caller then reads what the server sent.
+    private static func sendCutShort(byAnAnswer answered: Bool) -> URLError {
+      URLError(
+        .networkConnectionLost,
+        userInfo: [
+          NSLocalizedDescriptionKey: answered
+            ? "The server answered before the whole body was sent"
+            : "The server closed the connection before the whole body was sent"
+        ])
     }
 
     /// Sends all of `bytes` through TLS.
@@ -404,15 +410,9 @@ import Promises
             case _ where isStopped:
               throw URLError(.cancelled)
             case .answer:
-              throw URLError(
-                .networkConnectionLost,
-                userInfo: [NSLocalizedDescriptionKey: "The server answered before the whole body was sent"])
+              throw Self.sendCutShort(byAnAnswer: true)
             case .closed:
-              throw URLError(
-                .networkConnectionLost,
-                userInfo: [
-                  NSLocalizedDescriptionKey: "The server closed the connection before the whole body was sent"
-                ])
+              throw Self.sendCutShort(byAnAnswer: false)
             case .failed(let code, let reason):
               throw Self.tlsFailure("Send", code: code, reason: reason)
             }
