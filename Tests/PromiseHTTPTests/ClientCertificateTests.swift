@@ -112,6 +112,113 @@ struct ClientCertificateTests {
     }
   }
 
+  /// A leaf issued by an intermediate authority, which `authority` (the root the server
+  /// trusts) signed; returns the leaf and the intermediate's PEM.
+  ///
+  /// Blocks the calling thread: call it through `offThePool`.
+  private static func leafThroughAnIntermediate(
+    signedBy authority: TestCertificate, in directory: URL
+  ) throws -> (leaf: TestCertificate, intermediate: URL) {
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    try Data(
+      """
+      [intermediate]
+      basicConstraints = critical, CA:TRUE, pathlen:0
+      keyUsage = critical, keyCertSign, cRLSign
+      subjectKeyIdentifier = hash
+      authorityKeyIdentifier = keyid
+      [leaf]
+      basicConstraints = CA:FALSE
+      keyUsage = critical, digitalSignature, keyEncipherment
+      extendedKeyUsage = clientAuth
+      subjectKeyIdentifier = hash
+      authorityKeyIdentifier = keyid
+
+      """.utf8
+    ).write(to: directory.appendingPathComponent("extensions.cnf"))
+    let steps: [[String]] = [
+      [
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=Test Intermediate", "-keyout",
+        "@intermediate.key",
+        "-out", "@intermediate.csr",
+      ],
+      [
+        "x509", "-req", "-in", "@intermediate.csr", "-CA", authority.certificate.path, "-CAkey",
+        authority.key.path, "-CAcreateserial", "-days", "1", "-out", "@intermediate.pem", "-extfile",
+        "@extensions.cnf", "-extensions", "intermediate",
+      ],
+      [
+        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=through an intermediate", "-keyout",
+        "@leaf.key", "-out", "@leaf.csr",
+      ],
+      [
+        "x509", "-req", "-in", "@leaf.csr", "-CA", "@intermediate.pem", "-CAkey", "@intermediate.key",
+        "-CAcreateserial", "-days", "1", "-out", "@leaf.pem", "-extfile", "@extensions.cnf", "-extensions",
+        "leaf",
+      ],
+    ]
+    for step in steps { try TLSFixtures.openssl(step, in: directory) }
+    return (
+      TestCertificate(
+        certificate: directory.appendingPathComponent("leaf.pem"),
+        key: directory.appendingPathComponent("leaf.key")),
+      directory.appendingPathComponent("intermediate.pem")
+    )
+  }
+
+  /// A leaf issued by an intermediate authority, the server trusting only the root: presented
+  /// with the intermediate (the chain as a PEM file holds it, leaf first) the certificate is
+  /// accepted; the leaf alone is rejected, as the server cannot link it to the root. curl with the
+  /// same files in the same run gets the same two answers.
+  @Test(arguments: [false, true])
+  func aLeafIssuedByAnIntermediateIsAcceptedWithTheIntermediateAndRejectedWithout(tls12: Bool)
+    async throws
+  {
+    try await withServer(tls12: tls12) { setup in
+      let (leaf, intermediate) = try await offThePool {
+        Result {
+          try Self.leafThroughAnIntermediate(
+            signedBy: setup.authority, in: setup.directory.appendingPathComponent("intermediate"))
+        }
+      }.get()
+      let leafPEM = try Data(contentsOf: leaf.certificate)
+      let chainPEM = leafPEM + (try Data(contentsOf: intermediate))
+      let key = try Data(contentsOf: leaf.key)
+
+      let withChain = setup.client(
+        identity: HTTPClient.ClientCertificate(certificateChain: chainPEM, privateKey: key))
+      let response = try await withChain.get("whoami").value
+      #expect(response.statusCode == 200 && response.text == "hello through an intermediate")
+
+      let leafOnly = setup.client(
+        identity: HTTPClient.ClientCertificate(certificateChain: leafPEM, privateKey: key))
+      let error = try transportError(await outcome(of: leafOnly.get("whoami")).result)
+      #expect(error.code == .clientCertificateRejected, "\(error.localizedDescription)")
+      #expect(error.localizedDescription.contains("unknown ca"), "\(error.localizedDescription)")
+
+      // curl, the reference client, with the same files.
+      guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else { return }
+      let serverPEM = setup.directory.appendingPathComponent("server-trust.pem")
+      try setup.serverCertificate.write(to: serverPEM)
+      let chainFile = setup.directory.appendingPathComponent("chain.pem")
+      try chainPEM.write(to: chainFile)
+      let url = setup.server.baseURL().absoluteString + "whoami"
+      let (curlWithChain, curlLeafOnly) = try await offThePool {
+        Result {
+          let run = { (certificate: URL) in
+            try ChildProcess.run(
+              "/usr/bin/curl",
+              ["-sS", "--cacert", serverPEM.path, "--cert", certificate.path, "--key", leaf.key.path, url],
+              mergingStandardError: true, timeout: .seconds(30))
+          }
+          return (try run(chainFile), try run(leaf.certificate))
+        }
+      }.get()
+      #expect(curlWithChain.isSuccess && curlWithChain.standardOutputText == "hello through an intermediate")
+      #expect(!curlLeafOnly.isSuccess, "curl: \(curlLeafOnly.standardOutputText)")
+    }
+  }
+
   @Test func withoutACertificateTheServersDemandIsNamed() async throws {
     try await withServer { setup in
       let client = setup.client(identity: nil)
