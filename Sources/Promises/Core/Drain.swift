@@ -130,7 +130,7 @@ final class Drain {
   /// The calling thread's drain, created on first use.
   ///
   /// A thread-local word (`CPromisesSupport`), read on every settlement: `pthread_getspecific`
-  /// and the lazy key behind it cost ~25 instructions per link more.
+  /// and the lazy key behind it cost ~30 instructions per link more (Docs/Performance.md).
   @inline(__always)
   static var current: Unmanaged<Drain> {
     if let pointer = promises_get_current_drain() {
