@@ -15,18 +15,15 @@ struct SocketTransportSettings: Sendable {
   var cookieStorage: HTTPCookieStorage?
   /// Whether responses' cookies are stored (the storage's accept policy is not `.never`).
   var acceptsCookies: Bool
-  /// The hosts libcurl reaches without the environment's proxy (`no_proxy`), when the
-  /// environment names one; `nil` when it names none.
-  var proxyExemptions: [String]?
-  /// The same for HTTPS, when the environment names a proxy for it (`https_proxy`,
-  /// `all_proxy`); `nil` when it names none.
-  var httpsProxyExemptions: [String]?
-  /// The environment's proxy for plain HTTP (`http_proxy`, else `all_proxy`), when it is one
-  /// the socket transport speaks (see `Proxy`).
-  var httpProxy: Proxy?
-  /// The environment's proxy for HTTPS (`https_proxy`, else `all_proxy`), when it is one the
-  /// socket transport speaks; HTTPS goes through it in a `CONNECT` tunnel.
-  var httpsProxy: Proxy?
+  /// The hosts libcurl reaches without the environment's proxy (`no_proxy`).
+  var proxyExemptions: [String]
+  /// Where plain HTTP goes unless `proxyExemptions` cover the host: the environment's proxy
+  /// (`http_proxy`, else `all_proxy`), `.unsupported` when it is one only `URLSession` speaks
+  /// (see `Proxy`), `.direct` when none is named.
+  var httpRoute: Route
+  /// The same for HTTPS (`https_proxy`, else `all_proxy`), which goes through a proxy in a
+  /// `CONNECT` tunnel.
+  var httpsRoute: Route
   /// The client's TLS set-up for HTTPS, made on the first HTTPS request.
   var tls: TLSContextCache
   /// The client's kept-alive connections: as many idle per origin as the session's
@@ -68,10 +65,13 @@ struct SocketTransportSettings: Sendable {
     let httpsValue = named(["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"])
     let exemptions = (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",")
       .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
-    proxyExemptions = httpValue != nil ? exemptions : nil
-    httpsProxyExemptions = httpsValue != nil ? exemptions : nil
-    httpProxy = httpValue.flatMap(Proxy.init(environmentValue:))
-    httpsProxy = httpsValue.flatMap(Proxy.init(environmentValue:))
+    proxyExemptions = exemptions
+    func route(_ value: String?) -> Route {
+      guard let value else { return .direct }
+      return Proxy(environmentValue: value).map(Route.proxy) ?? .unsupported
+    }
+    httpRoute = route(httpValue)
+    httpsRoute = route(httpsValue)
   }
 
   /// A forward proxy the socket transport speaks: plain HTTP to the proxy.
@@ -125,11 +125,8 @@ struct SocketTransportSettings: Sendable {
   /// How a request to `host` over `scheme` ("http" or "https") goes: libcurl's choice of proxy
   /// from the environment, `no_proxy` applied.
   func route(scheme: String, host: String) -> Route {
-    let secure = scheme == "https"
-    guard let exemptions = secure ? httpsProxyExemptions : proxyExemptions, !Self.isExempt(host, exemptions)
-    else { return .direct }
-    guard let proxy = secure ? httpsProxy : httpProxy else { return .unsupported }
-    return .proxy(proxy)
+    let named = scheme == "https" ? httpsRoute : httpRoute
+    return named == .direct || Self.isExempt(host, proxyExemptions) ? .direct : named
   }
 
   /// Whether `no_proxy`'s `exemptions` cover `host`: it is `*`, names the host, or a domain the
