@@ -126,7 +126,8 @@ final class Transport: Sendable {
       )
     }
     if let refusal = socketSettings.tlsRefusal(for: request) {
-      // `URLSession` would not check the host's pins: the request fails before it is sent.
+      // `URLSession` would not check the host's pins, or present the client certificate: the
+      // request fails before it is sent.
       return (SocketTask(request, body: body, settings: socketSettings, refusal: refusal), stream)
     }
     if case .stream(let live as any SequentialUploadBody) = body {
