@@ -218,9 +218,17 @@ import Testing
     }
 
     @Test func addressesThatDoNotAnswerShareOneIdleTimeout() async throws {
-      let first = try FullBacklogListener(host: "::1")
+      // The system picks a free port on ::1; the same port on 127.0.0.1 may be taken by another
+      // test meanwhile ("Address already in use", seen once in CI): then try another port.
+      var listeners: (FullBacklogListener, FullBacklogListener)?
+      for _ in 0..<20 where listeners == nil {
+        let candidate = try FullBacklogListener(host: "::1")
+        if let other = try? FullBacklogListener(host: "127.0.0.1", port: candidate.port) {
+          listeners = (candidate, other)
+        }
+      }
+      let (first, second) = try #require(listeners)
       let port = first.port
-      let second = try FullBacklogListener(host: "127.0.0.1", port: port)
       let outcome = await offThePool { Self.exchange(port: port, idleTimeout: 0.6) }
       #expect(outcome.code == .timedOut)
       #expect(
