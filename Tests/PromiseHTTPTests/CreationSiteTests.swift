@@ -43,7 +43,7 @@ struct CreationSiteTests {
     let refused = client.get("../escape")
     let line = #line - 1
     #expect(refused.creationSite == CreationSite(fileID: #fileID, line: line))
-    #expect(throws: HTTPError.self) { try refused.wait(timeout: .seconds(5)) }
+    #expect(throws: HTTPError.self) { try refused.wait(timeout: .seconds(30)) }
   }
 
   @Test func decodingAndValidationRecordTheCallersLine() async throws {

@@ -140,8 +140,8 @@ struct DeadlineTests {
       #expect(deadline == .milliseconds(300))
       #expect(url?.path == "/slow")
       #expect(elapsed >= .milliseconds(290))
-      // The server holds the headers for 20 s: only the client's timer ends it sooner.
-      #expect(elapsed < .seconds(15))
+      // The server holds the headers for 300 s: only the client's timer ends it sooner.
+      #expect(elapsed < .seconds(60))
     }
   }
 

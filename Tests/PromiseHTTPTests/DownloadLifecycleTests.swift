@@ -170,7 +170,8 @@ struct DownloadLifecycleTests {
         return
       }
       #expect(allowed == .seconds(1))
-      #expect(elapsed < .seconds(10), "the body takes about 2 s; the deadline ends it at 1 s")
+      // The deadline ended it (the allowance says so); this bounds the rest: no hang.
+      #expect(elapsed < .seconds(20), "\(elapsed)")
       #expect(await eventually { server.server.openConnectionCount == 0 })
       await offThePool { queue.sync {} }
       #expect(directory.names.isEmpty)

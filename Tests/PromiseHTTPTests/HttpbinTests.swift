@@ -248,7 +248,7 @@ struct HttpbinTests {
       Issue.record("expected timedOut, got \(result)")
       return
     }
-    #expect(elapsed < .seconds(5))
+    #expect(elapsed < .seconds(9), "\(elapsed)")
   }
 
   @Test(arguments: engines)
@@ -259,7 +259,7 @@ struct HttpbinTests {
     promise.cancel()
     let (result, elapsed) = await outcome(of: promise, since: start)
     #expect(throws: CancellationError.self) { try result.get() }
-    #expect(elapsed < .seconds(5))
+    #expect(elapsed < .seconds(9), "\(elapsed)")
   }
 
   @Test(arguments: engines)

@@ -143,7 +143,8 @@ struct RetryPolicyTests {
       report("429 Retry-After: 0, 503 Retry-After: <past date>, then 200", result, elapsed)
       let text = try result.get()
       #expect(text == "ok")
-      #expect(elapsed < .seconds(5))
+      // Far below the minute of the backoff (a loaded machine has stalled tests for 5-13 s).
+      #expect(elapsed < .seconds(30))
     }
   }
 

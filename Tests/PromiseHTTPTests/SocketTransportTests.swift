@@ -468,7 +468,8 @@ struct SocketTransportTests {
       let client = HTTPClient(baseURL: closed.baseURL, configuration: .init(retryPolicy: .none))
       let (result, elapsed) = await outcome(of: client.download("file", to: directory.file()))
       #expect(Self.transportCode(result) == .cannotConnectToHost)
-      #expect(elapsed < .seconds(10))
+      // At once, not after the minute of the default timeout.
+      #expect(elapsed < .seconds(30))
       #expect(directory.names.isEmpty)
     }
   }
@@ -598,7 +599,8 @@ struct SocketConnectionTests {
         }
       }
       #expect(code == .timedOut)
-      #expect(elapsed >= .milliseconds(200) && elapsed < .seconds(10), "\(elapsed)")
+      // The idle timeout, not the server's 30 s.
+      #expect(elapsed >= .milliseconds(200) && elapsed < .seconds(20), "\(elapsed)")
     }
   }
 

@@ -23,7 +23,8 @@ struct TransportFaultTests {
       let client = server.client(timeout: deadline, maximumResponseSize: limit, engine: engine)
       let (result, elapsed) = await outcome(of: client.get("fault"))
       report("\(scenario) [\(engine)]", result, elapsed)
-      #expect(elapsed < deadline + .seconds(3))
+      // No hang: the deadline ends what nothing else would (20 s to spare for a loaded machine).
+      #expect(elapsed < deadline + .seconds(20))
       return (httpError(result), elapsed)
     }
   }

@@ -47,7 +47,7 @@ struct PromiseAsyncTests {
     await yieldUntil { callbacksWaiting(on: promise) == 1 }
     let callback = Promise(()).map(on: DispatchQueue(label: "tests.async.fulfilling")) { _ -> Bool in
       resolver.fulfill(1)
-      return reacted.wait(timeout: .now() + 5) == .success
+      return reacted.wait(timeout: .now() + 30) == .success
     }
     #expect(try await callback.value, "the awaiting task did not resume while the fulfilling callback ran")
     #expect(try await awaiting.value == 1)

@@ -105,7 +105,7 @@ struct PromiseWaitTests {
     await yieldUntil { callbacksWaiting(on: promise) == 1 }
     let callback = Promise(()).map(on: DispatchQueue(label: "tests.wait.fulfilling")) { _ -> Bool in
       resolver.fulfill(1)
-      return reacted.wait(timeout: .now() + 5) == .success
+      return reacted.wait(timeout: .now() + 30) == .success
     }
     #expect(try await callback.value, "the waiter was not woken while the fulfilling callback ran")
     await awaitGroup(waiterDone)

@@ -85,7 +85,7 @@ enum CombinatorTestKit {
   /// Waits (boundedly) until `condition` holds: for releases that happen on other threads
   /// shortly after a promise settles (a dispatched block or a timer's handler being freed).
   static func eventually(
-    within limit: Duration = .seconds(10), _ condition: @Sendable () -> Bool
+    within limit: Duration = .seconds(30), _ condition: @Sendable () -> Bool
   ) async -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now + limit
