@@ -292,6 +292,49 @@ struct SocketTLSTests {
     }
   }
 
+  /// The client ends a connection with TLS's close_notify before its socket closes (RFC 8446,
+  /// section 6.1), as curl does against the same server in the same run: the server can tell a
+  /// client that is done from one cut off.
+  @Test func aConnectionEndsWithCloseNotifyAsCurlsDoes() async throws {
+    try await withDirectory { directory in
+      let certificate = try await offThePool {
+        Result {
+          try TestCertificate.make(
+            commonName: "localhost", alternativeNames: "DNS:localhost,IP:127.0.0.1", in: directory)
+        }
+      }.get()
+      let script = TLSServer.script(reportingHowClientsClose: true)
+      let server = try await offThePool { Result { try TLSServer(serving: certificate, script: script) } }
+        .get()
+      defer { server.stop() }
+      if FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") {
+        let url = server.baseURL().appendingPathComponent("config").absoluteString
+        let curl = try await offThePool {
+          Result {
+            try ChildProcess.run(
+              "/usr/bin/curl", ["-sS", "--cacert", certificate.certificate.path, url],
+              mergingStandardError: true,
+              timeout: .seconds(60))
+          }
+        }.get()
+        #expect(curl.standardOutputText == "hello over TLS", "\(curl.standardOutputText)")
+        let closing = await offThePool {
+          server.output.first(from: 0, withPrefix: "closed", timeout: .seconds(30))
+        }
+        #expect(closing == "closed with close_notify", "curl: \(server.log)")
+      }
+      let start = server.output.count
+      let client = HTTPClient(
+        baseURL: server.baseURL(),
+        configuration: configuration(trusting: try Data(contentsOf: certificate.certificate)))
+      #expect(try await client.get("config").text().value == "hello over TLS")
+      let closing = await offThePool {
+        server.output.first(from: start, withPrefix: "closed", timeout: .seconds(30))
+      }
+      #expect(closing == "closed with close_notify", "\(server.log)")
+    }
+  }
+
   @Test func aMatchingPinIsAcceptedAndAnotherKeyIsRefused() async throws {
     try await withFileServer { server, certificate in
       let pin = try TLSContext.publicKeyPin(ofPEM: certificate)

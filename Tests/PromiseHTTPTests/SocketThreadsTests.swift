@@ -76,4 +76,45 @@ struct SocketThreadsTests {
     for _ in 0..<4 { gate.signal() }
     #expect(await eventually { threads.idleCount == 2 })
   }
+  /// A write that fails with EPIPE inside `withBrokenPipeSignalHeld`, on a thread that lets
+  /// SIGPIPE through (as a program's main thread does: the connection pool may close a TLS
+  /// connection, and send its close_notify, there), raises no signal that ends the process, and
+  /// leaves the thread's mask as it was with nothing pending. In a child process: without the
+  /// helper, the signal ends it. Exit status: 0, or which check failed.
+  @Test(.tags(.childProcess)) func aBrokenPipeInsideTheHelperDoesNotEndTheProcess() async {
+    await #expect(processExitsWith: .exitCode(0)) {
+      let status = LockedBox<Int32>(90)
+      let done = DispatchSemaphore(value: 0)
+      let thread = Thread {
+        defer { done.signal() }
+        var pipeOnly = sigset_t()
+        sigemptyset(&pipeOnly)
+        sigaddset(&pipeOnly, SIGPIPE)
+        pthread_sigmask(SIG_UNBLOCK, &pipeOnly, nil)
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else {
+          status.withLock { $0 = 91 }
+          return
+        }
+        close(pair[1])
+        let (written, code) = SocketThreads.withBrokenPipeSignalHeld { () -> (Int, Int32) in
+          var byte: UInt8 = 1
+          let written = write(pair[0], &byte, 1)
+          return (written, errno)
+        }
+        close(pair[0])
+        var mask = sigset_t()
+        pthread_sigmask(SIG_SETMASK, nil, &mask)
+        var pending = sigset_t()
+        sigpending(&pending)
+        let result: Int32 =
+          written != -1 || code != EPIPE
+          ? 92 : sigismember(&mask, SIGPIPE) != 0 ? 93 : sigismember(&pending, SIGPIPE) != 0 ? 94 : 0
+        status.withLock { $0 = result }
+      }
+      thread.start()
+      done.wait()
+      exit(status.load())
+    }
+  }
 }

@@ -231,8 +231,14 @@ final class TLSServer: Sendable {
   ///
   /// With `authorityPath`, it requires a client certificate signed by the authority in that PEM
   /// file, answers "hello CN" with the common name of the certificate it got, and prints
-  /// "request LINE | CN". With `maximumTLS12`, it speaks TLS 1.2 at most.
-  static func script(clientsSignedBy authorityPath: String? = nil, maximumTLS12: Bool = false) -> String {
+  /// "request LINE | CN". With `maximumTLS12`, it speaks TLS 1.2 at most. With
+  /// `reportingHowClientsClose`, it reads on after each answer and prints how the client closed:
+  /// "closed with close_notify" (TLS's alert, then the end of the stream), "closed without
+  /// close_notify" (the stream just ended) or "closed: REASON".
+  static func script(
+    clientsSignedBy authorityPath: String? = nil, maximumTLS12: Bool = false,
+    reportingHowClientsClose: Bool = false
+  ) -> String {
     var setUp: [String] = []
     if let authorityPath {
       setUp += [
@@ -261,6 +267,7 @@ final class TLSServer: Sendable {
       context.load_cert_chain(sys.argv[1], sys.argv[2])
       \(setUp.joined(separator: "\n"))
       listener = socket.create_server(("127.0.0.1", 0))
+      reporting = \(reportingHowClientsClose ? "True" : "False")
       connections = 0
       def control():
           while sys.stdin.readline():
@@ -273,7 +280,7 @@ final class TLSServer: Sendable {
           connections += 1
           raw.settimeout(10)
           try:
-              with context.wrap_socket(raw, server_side=True) as tls:
+              with context.wrap_socket(raw, server_side=True, suppress_ragged_eofs=not reporting) as tls:
                   head = b""
                   while b"\\r\\n\\r\\n" not in head:
                       chunk = tls.recv(4096)
@@ -282,6 +289,13 @@ final class TLSServer: Sendable {
                       head += chunk
       \(answer.map { String(repeating: " ", count: 12) + $0 }.joined(separator: "\n"))
                   tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s" % (len(body), body))
+                  if reporting:
+                      try:
+                          print("closed with close_notify" if tls.recv(1) == b"" else "closed: more bytes")
+                      except ssl.SSLEOFError:
+                          print("closed without close_notify")
+                      except OSError as error:
+                          print("closed:", error)
           except (OSError, ValueError) as error:
               print("failed", error)
               raw.close()

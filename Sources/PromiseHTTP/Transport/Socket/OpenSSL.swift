@@ -40,6 +40,7 @@ import Foundation
     let SSL_connect: @convention(c) (Pointer?) -> Int32
     let SSL_read: @convention(c) (Pointer?, UnsafeMutableRawPointer?, Int32) -> Int32
     let SSL_write: @convention(c) (Pointer?, UnsafeRawPointer?, Int32) -> Int32
+    let SSL_shutdown: @convention(c) (Pointer?) -> Int32
     let SSL_pending: @convention(c) (Pointer?) -> Int32
     let SSL_has_pending: @convention(c) (Pointer?) -> Int32
     let SSL_CTX_set_default_read_buffer_len: @convention(c) (Pointer?, Int) -> Void
@@ -186,6 +187,7 @@ import Foundation
       SSL_connect = load("SSL_connect", from: ssl)
       SSL_read = load("SSL_read", from: ssl)
       SSL_write = load("SSL_write", from: ssl)
+      SSL_shutdown = load("SSL_shutdown", from: ssl)
       SSL_pending = load("SSL_pending", from: ssl)
       SSL_has_pending = load("SSL_has_pending", from: ssl)
       SSL_CTX_set_default_read_buffer_len = load("SSL_CTX_set_default_read_buffer_len", from: ssl)

@@ -520,14 +520,16 @@ import Promises
     func close() {
       // Released after the lock: freeing the `SSL` does not touch the socket.
       let stream = tls.exchange(nil)
-      _ = stream
-      let (fd, wake) = state.withLock { state in
+      let (fd, wake, stopped) = state.withLock { state in
         defer {
           state.descriptor = nil
           state.wake = nil
         }
-        return (state.descriptor, state.wake)
+        return (state.descriptor, state.wake, state.stopped)
       }
+      // TLS says goodbye before the socket goes (a stopped socket is shut down already).
+      if fd != nil, !stopped { stream?.sendCloseNotify() }
+      _ = stream
       if let fd { _ = Glibc.close(fd) }
       if let wake {
         _ = Glibc.close(wake.reader)

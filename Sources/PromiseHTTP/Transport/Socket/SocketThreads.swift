@@ -72,6 +72,33 @@ final class SocketThreads: Sendable {
     #endif
   }
 
+  /// Runs `body` with SIGPIPE blocked on the calling thread, and drops a SIGPIPE that `body`
+  /// raised there; the thread's signal mask is then as it was.
+  ///
+  /// For a write through OpenSSL (which cannot pass `MSG_NOSIGNAL`) on a thread that is not
+  /// one of these: a socket closed by the connection pool, on whatever thread lets go of it.
+  /// On a thread that blocks SIGPIPE already (these, Dispatch's), `body` just runs.
+  static func withBrokenPipeSignalHeld<T>(_ body: () -> T) -> T {
+    #if canImport(Glibc)
+      var pipeOnly = sigset_t()
+      sigemptyset(&pipeOnly)
+      sigaddset(&pipeOnly, SIGPIPE)
+      var previous = sigset_t()
+      pthread_sigmask(SIG_BLOCK, &pipeOnly, &previous)
+      guard sigismember(&previous, SIGPIPE) == 0 else { return body() }
+      let result = body()
+      var pending = sigset_t()
+      if sigpending(&pending) == 0, sigismember(&pending, SIGPIPE) == 1 {
+        var none = timespec(tv_sec: 0, tv_nsec: 0)
+        _ = sigtimedwait(&pipeOnly, nil, &none)
+      }
+      pthread_sigmask(SIG_SETMASK, &previous, nil)
+      return result
+    #else
+      return body()
+    #endif
+  }
+
   /// Takes the worker's work and runs it; the closure (and what it holds: a task, its
   /// exchange, the client's transport) is released on return, not kept while the thread idles.
   private func runWork(of worker: Worker) {

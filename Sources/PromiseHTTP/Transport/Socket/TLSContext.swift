@@ -204,6 +204,11 @@ import Promises
     /// Bytes of an answer read while the request's body was being sent (`readAnswerEarly()`),
     /// handed out first by `readAvailable(into:)`; the same one thread reads and writes them.
     private var early: [UInt8] = []
+    /// Whether the connection may still be closed with a close_notify.
+    ///
+    /// True once the handshake is done, until a TLS call fails (after a failure OpenSSL must
+    /// not be asked to shut down) or the alert is sent. The same one thread reads and writes it.
+    private var closesCleanly = false
 
     /// Prepares a client connection to `host` over `socket`: SNI (for a name, not an address),
     /// the name or address the certificate must carry, ALPN `http/1.1`.
@@ -290,7 +295,27 @@ import Promises
       let library = context.library
       library.ERR_clear_error()
       let result = library.SSL_connect(ssl)
-      return result == 1 ? .done(0) : step(result, reading: false)
+      guard result == 1 else { return step(result, reading: false) }
+      closesCleanly = true
+      return .done(0)
+    }
+
+    /// Sends TLS's close_notify alert, at most once, without waiting for the server's.
+    ///
+    /// RFC 8446, section 6.1: a party that closes its side of a connection says so first (curl
+    /// does); a server can then tell a client that is done from one cut off. Nothing is sent
+    /// before the handshake finished or after a TLS call failed. It never waits: the socket is
+    /// non-blocking, and when its send buffer is full the connection closes without the alert.
+    /// A peer that has reset the connection makes the write fail with EPIPE, whose SIGPIPE is
+    /// held back on this thread (see `SocketThreads.withBrokenPipeSignalHeld`): the pool closes
+    /// connections on whichever thread lets go of them.
+    func sendCloseNotify() {
+      guard closesCleanly else { return }
+      closesCleanly = false
+      let library = context.library
+      library.ERR_clear_error()
+      _ = SocketThreads.withBrokenPipeSignalHeld { library.SSL_shutdown(ssl) }
+      library.ERR_clear_error()
     }
 
     /// Reads into `buffer`.
@@ -425,8 +450,12 @@ import Promises
       case OpenSSL.SSL_ERROR_WANT_WRITE: return .wants(.write)
       case OpenSSL.SSL_ERROR_ZERO_RETURN where reading: return .done(0)
       case OpenSSL.SSL_ERROR_SYSCALL where reading && code == 0: return .done(0)
-      case OpenSSL.SSL_ERROR_SYSCALL: return .failed(errno: code, reason: library.errorQueueText())
-      default: return .failed(errno: 0, reason: library.errorQueueText())
+      case OpenSSL.SSL_ERROR_SYSCALL:
+        closesCleanly = false
+        return .failed(errno: code, reason: library.errorQueueText())
+      default:
+        closesCleanly = false
+        return .failed(errno: 0, reason: library.errorQueueText())
       }
     }
 
