@@ -260,18 +260,11 @@ struct SocketTLSTests {
   @Test(arguments: [false, true]) func aServerThatRequiresAClientCertificateIsRefusedOnce(tls12: Bool)
     async throws
   {
-    try await withDirectory { directory in
-      let certificate = try await offThePool {
-        Result {
-          try TestCertificate.make(
-            commonName: "localhost", alternativeNames: "DNS:localhost,IP:127.0.0.1", in: directory)
-        }
-      }.get()
-      // The server asks for a client certificate signed by its own certificate, and gets none.
-      let script = TLSServer.script(clientsSignedBy: certificate.certificate.path, maximumTLS12: tls12)
-      let server = try await offThePool { Result { try TLSServer(serving: certificate, script: script) } }
-        .get()
-      defer { server.stop() }
+    // The server asks for a client certificate signed by its own certificate, and gets none.
+    let script: @Sendable (TestCertificate) -> String = {
+      TLSServer.script(clientsSignedBy: $0.certificate.path, maximumTLS12: tls12)
+    }
+    try await withScriptedServer(script) { server, certificate in
       let client = HTTPClient(
         baseURL: server.baseURL(),
         configuration: configuration(trusting: try Data(contentsOf: certificate.certificate)))
@@ -296,25 +289,17 @@ struct SocketTLSTests {
   /// section 6.1), as curl does against the same server in the same run: the server can tell a
   /// client that is done from one cut off.
   @Test func aConnectionEndsWithCloseNotifyAsCurlsDoes() async throws {
-    try await withDirectory { directory in
-      let certificate = try await offThePool {
-        Result {
-          try TestCertificate.make(
-            commonName: "localhost", alternativeNames: "DNS:localhost,IP:127.0.0.1", in: directory)
-        }
-      }.get()
-      let script = TLSServer.script(reportingHowClientsClose: true)
-      let server = try await offThePool { Result { try TLSServer(serving: certificate, script: script) } }
-        .get()
-      defer { server.stop() }
+    let script: @Sendable (TestCertificate) -> String = { _ in
+      TLSServer.script(reportingHowClientsClose: true)
+    }
+    try await withScriptedServer(script) { server, certificate in
       if FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") {
         let url = server.baseURL().appendingPathComponent("config").absoluteString
         let curl = try await offThePool {
           Result {
             try ChildProcess.run(
               "/usr/bin/curl", ["-sS", "--cacert", certificate.certificate.path, url],
-              mergingStandardError: true,
-              timeout: .seconds(60))
+              mergingStandardError: true, timeout: .seconds(60))
           }
         }.get()
         #expect(curl.standardOutputText == "hello over TLS", "\(curl.standardOutputText)")
@@ -507,6 +492,28 @@ private func urlError<T>(
 }
 
 /// Runs `body` with a new temporary directory, removed afterwards.
+/// Runs `body` with a `TLSServer` running `script(certificate)` and serving a new certificate
+/// for localhost and 127.0.0.1, and that certificate; stops the server afterwards.
+private func withScriptedServer<T>(
+  _ script: @escaping @Sendable (TestCertificate) -> String,
+  _ body: (TLSServer, TestCertificate) async throws -> T
+) async throws -> T {
+  try await withDirectory { directory in
+    let certificate = try await offThePool {
+      Result {
+        try TestCertificate.make(
+          commonName: "localhost", alternativeNames: "DNS:localhost,IP:127.0.0.1", in: directory)
+      }
+    }.get()
+    let server = try await offThePool {
+      Result { try TLSServer(serving: certificate, script: script(certificate)) }
+    }
+    .get()
+    defer { server.stop() }
+    return try await body(server, certificate)
+  }
+}
+
 private func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
   let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
     "SocketTLS-\(UUID().uuidString)")
