@@ -133,13 +133,7 @@ final class NginxServer: Sendable {
         shutil.rmtree(root, ignore_errors=True)
         sys.exit(1)
     print("ports", ports[0], ports[1], flush=True)
-    sys.stdin.read()
-    server.terminate()
-    try:
-        server.wait(10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    shutil.rmtree(root, ignore_errors=True)
+    \(pythonWatcherEnd)
     """
 
   private init() throws {
@@ -316,13 +310,7 @@ final class TinyproxyServer: Sendable {
         shutil.rmtree(root, ignore_errors=True)
         sys.exit(1)
     print("port", port, flush=True)
-    sys.stdin.read()
-    server.terminate()
-    try:
-        server.wait(10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    shutil.rmtree(root, ignore_errors=True)
+    \(pythonWatcherEnd)
     """
 
   private init() throws {
@@ -344,3 +332,16 @@ final class TinyproxyServer: Sendable {
     self.port = port
   }
 }
+
+/// The end of a python program that runs a server of ours as its child (`server`, in the
+/// scratch folder `root`): it waits until its standard input closes (the test process closed it,
+/// or died), then stops the server, at most 10 s before it kills it, and removes the folder.
+let pythonWatcherEnd = """
+  sys.stdin.read()
+  server.terminate()
+  try:
+      server.wait(10)
+  except subprocess.TimeoutExpired:
+      server.kill()
+  shutil.rmtree(root, ignore_errors=True)
+  """
