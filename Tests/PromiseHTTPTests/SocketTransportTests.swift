@@ -220,6 +220,27 @@ struct SocketTransportTests {
     return error.code
   }
 
+  /// Downloads from a server that answers with `action`, over the socket transport, and checks
+  /// that the download fails with `code` and leaves no file; `what` names the case.
+  func expectDownload(
+    from action: ServerAction, failsWith code: URLError.Code, _ what: String = "",
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) async throws {
+    try await withDownloadDirectory { directory in
+      try await withServer({ router in
+        router.on("GET", "/file") { _ in action }
+      }) { server in
+        let (result, _) = await outcome(
+          of: server.client(engine: .automatic).download("file", to: directory.file()))
+        #expect(
+          Self.transportCode(result, sourceLocation: sourceLocation) == code, "\(what)",
+          sourceLocation: sourceLocation)
+        #expect(directory.names.isEmpty, sourceLocation: sourceLocation)
+        expectSent(over: .automatic, server.requests, sourceLocation: sourceLocation)
+      }
+    }
+  }
+
   // MARK: Framings
 
   @Test func aChunkedBodyArrivesWhole() async throws {
@@ -281,37 +302,17 @@ struct SocketTransportTests {
   }
 
   @Test func interimResponsesWithoutEndAreRefused() async throws {
-    try await withDownloadDirectory { directory in
-      try await withServer({ router in
-        router.on("GET", "/file") { _ in
-          // Past the limit of 16, with a final response after them that is never read.
-          Self.raw(
-            String(repeating: "HTTP/1.1 100 Continue\r\n\r\n", count: 17)
-              + "HTTP/1.1 200 OK\r\nContent-Length: \(Self.content.count)\r\n\r\n",
-            Self.content)
-        }
-      }) { server in
-        let (result, _) = await outcome(
-          of: server.client(engine: .automatic).download("file", to: directory.file()))
-        #expect(Self.transportCode(result) == .cannotParseResponse)
-        #expect(directory.names.isEmpty)
-      }
-    }
+    // Past the limit of 16, with a final response after them that is never read.
+    let interims =
+      String(repeating: "HTTP/1.1 100 Continue\r\n\r\n", count: 17)
+      + "HTTP/1.1 200 OK\r\nContent-Length: \(Self.content.count)\r\n\r\n"
+    try await expectDownload(from: Self.raw(interims, Self.content), failsWith: .cannotParseResponse)
   }
 
   @Test func aSwitchOfProtocolsIsRefused() async throws {
-    try await withDownloadDirectory { directory in
-      try await withServer({ router in
-        router.on("GET", "/file") { _ in
-          Self.raw("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n")
-        }
-      }) { server in
-        let (result, _) = await outcome(
-          of: server.client(engine: .automatic).download("file", to: directory.file()))
-        #expect(Self.transportCode(result) == .cannotParseResponse)
-        #expect(directory.names.isEmpty)
-      }
-    }
+    try await expectDownload(
+      from: Self.raw("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"),
+      failsWith: .cannotParseResponse)
   }
 
   // MARK: Redirects
@@ -482,45 +483,17 @@ struct SocketTransportTests {
     ("a head cut short", "HTTP/1.1 200 OK\r\nContent-Len"),
   ])
   func aMalformedHeadIsCannotParseResponse(_ what: String, _ response: String) async throws {
-    try await withDownloadDirectory { directory in
-      try await withServer({ router in
-        router.on("GET", "/file") { _ in Self.raw(response) }
-      }) { server in
-        let (result, _) = await outcome(
-          of: server.client(engine: .automatic).download("file", to: directory.file()))
-        #expect(Self.transportCode(result) == .cannotParseResponse, "\(what)")
-        #expect(directory.names.isEmpty)
-        expectSent(over: .automatic, server.requests)
-      }
-    }
+    try await expectDownload(from: Self.raw(response), failsWith: .cannotParseResponse, what)
   }
 
   @Test func anOverlongHeadIsCannotParseResponse() async throws {
     let field = "X-Padding: " + String(repeating: "p", count: 1000) + "\r\n"
     let head = "HTTP/1.1 200 OK\r\n" + String(repeating: field, count: 70) + "Content-Length: 4\r\n\r\nbody"
-    try await withDownloadDirectory { directory in
-      try await withServer({ router in
-        router.on("GET", "/file") { _ in Self.raw(head) }
-      }) { server in
-        let (result, _) = await outcome(
-          of: server.client(engine: .automatic).download("file", to: directory.file()))
-        #expect(Self.transportCode(result) == .cannotParseResponse)
-        #expect(directory.names.isEmpty)
-      }
-    }
+    try await expectDownload(from: Self.raw(head), failsWith: .cannotParseResponse)
   }
 
   @Test func anEmptyReplyIsNetworkConnectionLost() async throws {
-    try await withDownloadDirectory { directory in
-      try await withServer({ router in
-        router.on("GET", "/file") { _ in .closeImmediately }
-      }) { server in
-        let (result, _) = await outcome(
-          of: server.client(engine: .automatic).download("file", to: directory.file()))
-        #expect(Self.transportCode(result) == .networkConnectionLost)
-        #expect(directory.names.isEmpty)
-      }
-    }
+    try await expectDownload(from: .closeImmediately, failsWith: .networkConnectionLost)
   }
 
   @Test(arguments: [
@@ -534,17 +507,7 @@ struct SocketTransportTests {
     _ what: String, _ coding: String, _ body: String, _ code: URLError.Code
   ) async throws {
     let response = "HTTP/1.1 200 OK\r\nTransfer-Encoding: \(coding)\r\n\r\n" + body
-    try await withDownloadDirectory { directory in
-      try await withServer({ router in
-        router.on("GET", "/file") { _ in Self.raw(response) }
-      }) { server in
-        let (result, _) = await outcome(
-          of: server.client(engine: .automatic).download("file", to: directory.file()))
-        #expect(Self.transportCode(result) == code, "\(what)")
-        #expect(directory.names.isEmpty)
-        expectSent(over: .automatic, server.requests)
-      }
-    }
+    try await expectDownload(from: Self.raw(response), failsWith: code, what)
   }
 
   @Test func aServerThatStallsMidBodyFailsByTheIdleTimeoutAndTheConnectionCloses() async throws {
