@@ -320,6 +320,68 @@ struct SocketTLSTests {
     }
   }
 
+  /// A server that ends the stream without TLS's close_notify (a FIN after its answer): a body
+  /// that only the end delimits is taken as it came, and one cut short of its Content-Length
+  /// fails, as curl 7.88 takes each in the same run (exit 0 with the bytes; an error).
+  @Test func anEndWithoutCloseNotifyIsReadAsCurlReadsIt() async throws {
+    let script: @Sendable (TestCertificate) -> String = { _ in
+      """
+      import os, socket, ssl, sys, threading
+      context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+      context.load_cert_chain(sys.argv[1], sys.argv[2])
+      listener = socket.create_server(("127.0.0.1", 0))
+      def control():
+          while sys.stdin.readline():
+              pass
+          os._exit(0)
+      threading.Thread(target=control, daemon=True).start()
+      print("port", listener.getsockname()[1], flush=True)
+      while True:
+          raw, _ = listener.accept()
+          raw.settimeout(10)
+          try:
+              tls = context.wrap_socket(raw, server_side=True)
+              head = b""
+              while b"\\r\\n\\r\\n" not in head:
+                  chunk = tls.recv(4096)
+                  if not chunk:
+                      break
+                  head += chunk
+              length = b"Content-Length: 2000" if head.split(b" ")[1] == b"/short" else b"Connection: close"
+              tls.sendall(b"HTTP/1.1 200 OK\\r\\n" + length + b"\\r\\n\\r\\n" + b"x" * 1000)
+              # The end of the TCP stream, without TLS's close_notify.
+              plain = socket.socket(fileno=tls.detach())
+              plain.shutdown(socket.SHUT_RDWR)
+              plain.close()
+          except (OSError, ValueError) as error:
+              print("failed", error, flush=True)
+              raw.close()
+      """
+    }
+    try await withScriptedServer(script) { server, certificate in
+      if FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") {
+        let runs = try await offThePool {
+          Result {
+            try ["whole", "short"].map { path in
+              try ChildProcess.run(
+                "/usr/bin/curl",
+                ["-sS", "--cacert", certificate.certificate.path, server.baseURL().absoluteString + path],
+                timeout: .seconds(60))
+            }
+          }
+        }.get()
+        #expect(runs[0].isSuccess && runs[0].standardOutputText == String(repeating: "x", count: 1000))
+        #expect(!runs[1].isSuccess, "curl took the short body: \(runs[1].summary)")
+      }
+      var configuration = configuration(trusting: try Data(contentsOf: certificate.certificate))
+      configuration.retryPolicy = .none
+      let client = HTTPClient(baseURL: server.baseURL(), configuration: configuration)
+      #expect(try await client.get("whole").value.body == Data(repeating: UInt8(ascii: "x"), count: 1000))
+      let (result, _) = await outcome(of: client.get("short"))
+      #expect(try urlError(result).code == .networkConnectionLost)
+    }
+  }
+
   @Test func aMatchingPinIsAcceptedAndAnotherKeyIsRefused() async throws {
     try await withFileServer { server, certificate in
       let pin = try TLSContext.publicKeyPin(ofPEM: certificate)
@@ -491,7 +553,6 @@ private func urlError<T>(
   return urlError
 }
 
-/// Runs `body` with a new temporary directory, removed afterwards.
 /// Runs `body` with a `TLSServer` running `script(certificate)` and serving a new certificate
 /// for localhost and 127.0.0.1, and that certificate; stops the server afterwards.
 private func withScriptedServer<T>(
@@ -514,6 +575,7 @@ private func withScriptedServer<T>(
   }
 }
 
+/// Runs `body` with a new temporary directory, removed afterwards.
 private func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
   let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
     "SocketTLS-\(UUID().uuidString)")
