@@ -77,15 +77,16 @@ final class SocketThreads: Sendable {
   ///
   /// For a write through OpenSSL (which cannot pass `MSG_NOSIGNAL`) on a thread that is not
   /// one of these: a socket closed by the connection pool, on whatever thread lets go of it.
-  /// On a thread that blocks SIGPIPE already (these, Dispatch's), `body` just runs.
+  /// On a thread that blocks SIGPIPE already (these), `body` just runs.
   static func withBrokenPipeSignalHeld<T>(_ body: () -> T) -> T {
     #if canImport(Glibc)
       var pipeOnly = sigset_t()
       sigemptyset(&pipeOnly)
       sigaddset(&pipeOnly, SIGPIPE)
       var previous = sigset_t()
-      pthread_sigmask(SIG_BLOCK, &pipeOnly, &previous)
-      guard sigismember(&previous, SIGPIPE) == 0 else { return body() }
+      guard pthread_sigmask(SIG_BLOCK, &pipeOnly, &previous) == 0, sigismember(&previous, SIGPIPE) == 0 else {
+        return body()
+      }
       let result = body()
       var pending = sigset_t()
       if sigpending(&pending) == 0, sigismember(&pending, SIGPIPE) == 1 {

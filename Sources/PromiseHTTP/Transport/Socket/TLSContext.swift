@@ -191,10 +191,12 @@ import Promises
   /// `SocketConnection` waits for it with its `poll` and wake-up pair, so that `stop()` ends a
   /// handshake, a read or a write at once.
   final class TLSStream: @unchecked Sendable {
-    // Safety of `@unchecked Sendable`: `ssl` is used by one thread at a time: the socket task's
-    // thread does the handshake, the sends and the reads in turn, and `SocketConnection.stop()`
-    // from other threads touches only the descriptors, never `ssl`. It is freed in `deinit`,
-    // when no one holds the stream.
+    // Safety of `@unchecked Sendable`: `ssl` and the `var`s are used by one thread at a time:
+    // the socket task's thread does the handshake, the sends and the reads in turn; an idle
+    // connection is handed to the next task, or closed (`sendCloseNotify()`) by whichever thread
+    // takes it out of the pool, under the pool's lock. `SocketConnection.stop()` from other
+    // threads touches only the descriptors, never `ssl`. It is freed in `deinit`, when no one
+    // holds the stream.
     let context: TLSContext
     let ssl: OpaquePointer
     let host: String
@@ -207,7 +209,7 @@ import Promises
     /// Whether the connection may still be closed with a close_notify.
     ///
     /// True once the handshake is done, until a TLS call fails (after a failure OpenSSL must
-    /// not be asked to shut down) or the alert is sent. The same one thread reads and writes it.
+    /// not be asked to shut down) or the alert is sent. Used by one thread at a time (see above).
     private var closesCleanly = false
 
     /// Prepares a client connection to `host` over `socket`: SNI (for a name, not an address),
@@ -294,6 +296,7 @@ import Promises
     func handshake() -> Step {
       let library = context.library
       library.ERR_clear_error()
+      errno = 0
       let result = library.SSL_connect(ssl)
       guard result == 1 else { return step(result, reading: false) }
       closesCleanly = true
@@ -322,6 +325,7 @@ import Promises
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Step {
       let library = context.library
       library.ERR_clear_error()
+      errno = 0
       let result = library.SSL_read(ssl, buffer.baseAddress, Int32(clamping: buffer.count))
       return result > 0 ? .done(Int(result)) : step(result, reading: true)
     }
@@ -412,6 +416,7 @@ import Promises
     func write(_ bytes: UnsafeRawBufferPointer) -> Step {
       let library = context.library
       library.ERR_clear_error()
+      errno = 0
       let result = library.SSL_write(ssl, bytes.baseAddress, Int32(clamping: bytes.count))
       return result > 0 ? .done(Int(result)) : step(result, reading: false)
     }
@@ -449,7 +454,11 @@ import Promises
       case OpenSSL.SSL_ERROR_WANT_READ: return .wants(.read)
       case OpenSSL.SSL_ERROR_WANT_WRITE: return .wants(.write)
       case OpenSSL.SSL_ERROR_ZERO_RETURN where reading: return .done(0)
-      case OpenSSL.SSL_ERROR_SYSCALL where reading && code == 0: return .done(0)
+      case OpenSSL.SSL_ERROR_SYSCALL where reading && code == 0:
+        // The end of the stream as a failed call reports it: OpenSSL must not be asked to
+        // shut down after `SSL_ERROR_SYSCALL`.
+        closesCleanly = false
+        return .done(0)
       case OpenSSL.SSL_ERROR_SYSCALL:
         closesCleanly = false
         return .failed(errno: code, reason: library.errorQueueText())
