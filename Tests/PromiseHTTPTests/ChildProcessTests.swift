@@ -235,7 +235,7 @@
     }
 
     /// The write fails with EPIPE instead of raising SIGPIPE, which would kill the test process.
-    /// It writes from a thread that does not block SIGPIPE (the dispatch queues' threads do).
+    /// It writes from a thread on which SIGPIPE is unblocked explicitly, whatever the thread's mask was.
     @Test func writingToAChildThatExitedThrowsInsteadOfRaisingSIGPIPE() async throws {
       let child = try ChildProcess.start("/bin/true", standardInput: .pipe)
       #expect(await offThePool { child.wait(timeout: .seconds(20)) } == .exited(0))
