@@ -281,34 +281,13 @@ final class TinyproxyServer: Sendable {
   private static let script = """
     import os, shutil, socket, subprocess, sys, time
     tinyproxy, root = sys.argv[1:3]
-    server = None
-    for attempt in range(10):
-        listener = socket.create_server(("127.0.0.1", 0))
-        port = listener.getsockname()[1]
-        listener.close()
+    \(pythonStartOnFreePort)
+    def command(port):
         with open(os.path.join(root, "tinyproxy.conf"), "w") as conf:
             conf.write("Port %d\\nListen 127.0.0.1\\nTimeout 60\\nMaxClients 64\\nAllow 127.0.0.1\\n"
                 "LogLevel Info\\nLogFile \\"%s/tinyproxy.log\\"\\nPidFile \\"%s/tinyproxy.pid\\"\\n" % (port, root, root))
-        server = subprocess.Popen([tinyproxy, "-d", "-c", os.path.join(root, "tinyproxy.conf")], stdout=sys.stderr)
-        deadline = time.time() + 30
-        ready = False
-        while time.time() < deadline and server.poll() is None:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                ready = True
-                break
-            except OSError:
-                time.sleep(0.05)
-        if ready:
-            break
-        if server.poll() is None:
-            server.kill()
-        server.wait()
-        server = None
-    if server is None:
-        print("failed", flush=True)
-        shutil.rmtree(root, ignore_errors=True)
-        sys.exit(1)
+        return [tinyproxy, "-d", "-c", os.path.join(root, "tinyproxy.conf")]
+    server, port = start_on_free_port(command, sys.stderr)
     print("port", port, flush=True)
     \(pythonWatcherEnd)
     """
@@ -332,6 +311,34 @@ final class TinyproxyServer: Sendable {
     self.port = port
   }
 }
+
+/// A python function for a program that runs a server of ours as its child, in the scratch
+/// folder `root`: `start_on_free_port(command, output)` picks a free port on 127.0.0.1, starts
+/// `command(port)` (a list of arguments) with its output to `output`, and returns the process
+/// and the port once the port takes connections (at most 30 s), trying another port up to 10
+/// times; if none works it prints "failed", removes `root` and exits. Needs `shutil`,
+/// `socket`, `subprocess`, `sys` and `time`.
+let pythonStartOnFreePort = """
+  def start_on_free_port(command, output):
+      for attempt in range(10):
+          listener = socket.create_server(("127.0.0.1", 0))
+          port = listener.getsockname()[1]
+          listener.close()
+          server = subprocess.Popen(command(port), stdout=output, stderr=output)
+          deadline = time.time() + 30
+          while time.time() < deadline and server.poll() is None:
+              try:
+                  socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                  return server, port
+              except OSError:
+                  time.sleep(0.05)
+          if server.poll() is None:
+              server.kill()
+          server.wait()
+      print("failed", flush=True)
+      shutil.rmtree(root, ignore_errors=True)
+      sys.exit(1)
+  """
 
 /// The end of a python program that runs a server of ours as its child (`server`, in the
 /// scratch folder `root`): it waits until its standard input closes (the test process closed it,

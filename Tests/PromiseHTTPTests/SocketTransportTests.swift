@@ -63,11 +63,13 @@ struct SocketTransportSettingsTests {
     #expect(exempting.serves(makeRequest("http://example.com/file")))
     #expect(exempting.serves(makeRequest("http://127.0.0.1:8080/file")))
     // A proxy only URLSession speaks leaves the request to it, unless no_proxy exempts the host.
-    let socks = settings(["ALL_PROXY": "socks5://proxy.example", "NO_PROXY": "exempt.example"])
-    #expect(!socks.serves(makeRequest("http://a.b/f")))
-    #expect(socks.serves(makeRequest("http://exempt.example/f")))
+    let socks4 = settings(["ALL_PROXY": "socks4://proxy.example", "NO_PROXY": "exempt.example"])
+    #expect(!socks4.serves(makeRequest("http://a.b/f")))
+    #expect(socks4.serves(makeRequest("http://exempt.example/f")))
     #expect(
-      settings(["ALL_PROXY": "socks5://proxy.example", "NO_PROXY": "*"]).serves(makeRequest("http://a.b/f")))
+      settings(["ALL_PROXY": "socks4://proxy.example", "NO_PROXY": "*"]).serves(makeRequest("http://a.b/f")))
+    // A SOCKS5 proxy the socket transport speaks.
+    #expect(settings(["ALL_PROXY": "socks5://proxy.example"]).serves(makeRequest("http://a.b/f")))
     #expect(!settings(["http_proxy": "https://proxy.example"]).serves(makeRequest("http://127.0.0.1/file")))
     #expect(settings(["all_proxy": "http://proxy.example"]).route(scheme: "http", host: "a.b") != .direct)
     // An empty variable names no proxy.
@@ -87,9 +89,19 @@ struct SocketTransportSettingsTests {
     #expect(bare.port == 1080 && bare.authorization == nil, "libcurl's default proxy port")
     #expect(try #require(Proxy(environmentValue: " 10.0.0.1:8080 ")).name == "10.0.0.1:8080")
     #expect(try #require(Proxy(environmentValue: "http://[::1]:3128")).name == "[::1]:3128")
-    for unsupported in ["https://proxy.example", "socks5://proxy.example", "socks5h://p:1", "http://p/path"] {
+    for unsupported in ["https://proxy.example", "socks4://proxy.example", "socks://p:1", "http://p/path"] {
       #expect(Proxy(environmentValue: unsupported) == nil, "\(unsupported)")
     }
+    // SOCKS5: the proxy resolves the name with socks5h://, this process with socks5://; the
+    // URL's credentials are the proxy's user name and password, never a Proxy-Authorization.
+    let socks = try #require(Proxy(environmentValue: "socks5h://ada:s%40cret@127.0.0.1:1081"))
+    #expect(socks.host == "127.0.0.1" && socks.port == 1081 && socks.authorization == nil)
+    #expect(
+      socks.socks
+        == Proxy.SOCKS(proxyResolves: true, credentials: Proxy.Credentials(user: "ada", password: "s@cret")))
+    let local = try #require(Proxy(environmentValue: "SOCKS5://proxy.example"))
+    #expect(local.port == 1080 && local.socks == Proxy.SOCKS(proxyResolves: false, credentials: nil))
+    #expect(full.socks == nil)
   }
 
   @Test(
@@ -120,10 +132,14 @@ struct SocketTransportSettingsTests {
     #expect(https.route(scheme: "https", host: "a.example") != .direct)
     #expect(https.route(scheme: "https", host: "exempt.example") == .direct)
     #expect(https.route(scheme: "http", host: "a.example") == .direct, "https_proxy is for HTTPS only")
-    var socks = make(["https_proxy": "socks5://proxy.example"])
+    var socks = make(["https_proxy": "socks5h://proxy.example"])
     socks.isAvailable = true
     socks.supportsTLS = true
-    #expect(!socks.serves(makeRequest("https://a.example/file")), "a proxy only URLSession speaks")
+    #expect(socks.serves(makeRequest("https://a.example/file")), "through a SOCKS5 tunnel")
+    var socks4 = make(["https_proxy": "socks4://proxy.example"])
+    socks4.isAvailable = true
+    socks4.supportsTLS = true
+    #expect(!socks4.serves(makeRequest("https://a.example/file")), "a proxy only URLSession speaks")
     settings.supportsTLS = false
     #expect(!settings.serves(makeRequest("https://127.0.0.1:8443/file")), "no OpenSSL 3: URLSession")
   }

@@ -125,6 +125,35 @@ import Promises
       return addresses
     }
 
+    /// The 4 or 16 bytes of `host` if it is an IPv4 or IPv6 address (without brackets), else
+    /// `nil`.
+    static func addressBytes(ofLiteral host: String) -> [UInt8]? {
+      var v4 = in_addr()
+      if inet_pton(AF_INET, host, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
+      var v6 = in6_addr()
+      if inet_pton(AF_INET6, host, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
+      return nil
+    }
+
+    /// The 4 or 16 bytes of the first address the resolver gives for `host`, as a SOCKS5
+    /// request carries it.
+    ///
+    /// - Throws: `URLError` `.cannotFindHost` when the name does not resolve.
+    static func addressBytes(resolving host: String, port: Int) throws(URLError) -> [UInt8] {
+      for var address in try resolve(host: host, port: port) {
+        switch address.family {
+        case AF_INET:
+          return withUnsafeBytes(of: &address.storage) { Array($0[4..<8]) }
+        case AF_INET6:
+          return withUnsafeBytes(of: &address.storage) { Array($0[8..<24]) }
+        default:
+          continue
+        }
+      }
+      throw URLError(
+        .cannotFindHost, userInfo: [NSLocalizedDescriptionKey: "Could not resolve host: \(host)"])
+    }
+
     /// Connects to `host`:`port`, trying each address the resolver gives in turn (see
     /// `connect(to:host:port:)` for how the time is shared).
     ///
@@ -703,6 +732,10 @@ import Promises
     var isQuietWhileIdle: Bool { false }
     func use(idleTimeout: TimeInterval) {}
     func connect(host: String, port: Int) throws(URLError) {
+      throw URLError(.unsupportedURL)
+    }
+    static func addressBytes(ofLiteral host: String) -> [UInt8]? { nil }
+    static func addressBytes(resolving host: String, port: Int) throws(URLError) -> [UInt8] {
       throw URLError(.unsupportedURL)
     }
     func send(_ bytes: UnsafeRawBufferPointer, flowing: () -> Void = {}) throws(URLError) {

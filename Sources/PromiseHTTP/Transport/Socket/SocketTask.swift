@@ -155,11 +155,12 @@ final class SocketTask: ExchangeTask {
     let outgoing = try SocketOutgoingBody(body, request: request)
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.bufferSize, alignment: 1)
     defer { buffer.deallocate() }
-    // A plain-HTTP request through a proxy goes to it with its absolute URL; HTTPS goes through
-    // a tunnel (`open`), and the server sees the request as if it came directly.
+    // A plain-HTTP request through an HTTP proxy goes to it with its absolute URL; HTTPS, and
+    // anything through a SOCKS5 proxy, goes through a tunnel (`open`), and the server sees the
+    // request as if it came directly.
     let route = settings.route(scheme: secure ? "https" : "http", host: host)
     var forwardingProxy: SocketTransportSettings.Proxy?
-    if !secure, case .proxy(let proxy) = route { forwardingProxy = proxy }
+    if !secure, case .proxy(let proxy) = route, proxy.socks == nil { forwardingProxy = proxy }
     let head = requestHead(
       url: url, host: host, port: port, defaultPort: defaultPort, body: outgoing, proxy: forwardingProxy)
     let key = SocketConnectionPool.Key(scheme: secure ? "https" : "http", host: host.lowercased(), port: port)
@@ -189,9 +190,9 @@ final class SocketTask: ExchangeTask {
   /// from then on, so that `cancel()` (the request's deadline, too) stops the set-up at once
   /// instead of leaving the thread and its socket to an idle timeout.
   ///
-  /// Through a proxy (`route`), a new connection goes to the proxy; for HTTPS, a `CONNECT`
-  /// tunnel to `host` is opened first and TLS runs through it (`buffer` holds the proxy's
-  /// answer).
+  /// Through a proxy (`route`), a new connection goes to the proxy; through a SOCKS5 proxy, a
+  /// tunnel to `host` is opened first, and through an HTTP proxy, a `CONNECT` tunnel for HTTPS
+  /// (`buffer` holds the proxy's answer); TLS runs through the tunnel.
   private func open(
     _ key: SocketConnectionPool.Key, host: String, port: Int, route: SocketTransportSettings.Route,
     tls: TLSContext?, timeout: TimeInterval, mayReuse: Bool, buffer: UnsafeMutableRawBufferPointer
@@ -212,7 +213,11 @@ final class SocketTask: ExchangeTask {
     settings.pool.noteOpened()
     if case .proxy(let proxy) = route {
       try connection.connect(host: proxy.host, port: proxy.port)
-      if tls != nil { try tunnel(over: connection, through: proxy, to: host, port: port, buffer: buffer) }
+      if let socks = proxy.socks {
+        try socksTunnel(over: connection, through: proxy, socks, to: host, port: port)
+      } else if tls != nil {
+        try tunnel(over: connection, through: proxy, to: host, port: port, buffer: buffer)
+      }
     } else {
       try connection.connect(host: host, port: port)
     }
@@ -270,6 +275,71 @@ final class SocketTask: ExchangeTask {
         throw failure(.cannotParseResponse, "The proxy sent bytes after its answer to CONNECT")
       }
       return
+    }
+  }
+
+  /// Asks the SOCKS5 proxy at the other end of `connection` for a tunnel to `host:port`
+  /// (RFC 1928, with RFC 1929's user name and password when the proxy's URL has them).
+  ///
+  /// Reads exactly the bytes of each answer, so that nothing the server sends later is taken
+  /// for the proxy's. With `socks5://` the name is resolved here and the address sent, as
+  /// libcurl does; with `socks5h://` the proxy resolves it.
+  ///
+  /// - Throws: `URLError` `.userAuthenticationRequired` when the proxy wants credentials or
+  ///   rejects them, `.cannotConnectToHost` when it cannot or will not connect (with RFC 1928's
+  ///   reason) or closes without answering, `.cannotFindHost` when the name does not resolve here
+  ///   (`socks5://`), `.cannotParseResponse` for answers that are not SOCKS5.
+  private func socksTunnel(
+    over connection: SocketConnection, through proxy: SocketTransportSettings.Proxy,
+    _ socks: SocketTransportSettings.Proxy.SOCKS, to host: String, port: Int
+  ) throws(URLError) {
+    let authority = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    func named(_ error: URLError) -> URLError {
+      let text = "\(error.localizedDescription) (proxy \(proxy.name), tunnel to \(authority))"
+      return URLError(error.code, userInfo: [NSLocalizedDescriptionKey: text])
+    }
+    func read(_ count: Int) throws(URLError) -> [UInt8] {
+      let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: count, alignment: 1)
+      defer { bytes.deallocate() }
+      var filled = 0
+      while filled < count {
+        let received = try connection.receive(into: UnsafeMutableRawBufferPointer(rebasing: bytes[filled...]))
+        guard received > 0 else {
+          throw URLError(
+            .cannotConnectToHost,
+            userInfo: [
+              NSLocalizedDescriptionKey: "The SOCKS5 proxy closed the connection during the handshake"
+            ])
+        }
+        filled += received
+      }
+      return Array(bytes)
+    }
+    do throws(URLError) {
+      let credentials = socks.credentials
+      try connection.send(contentsOf: SOCKS5.greeting(offeringPassword: credentials != nil))
+      let method = try SOCKS5.chosenMethod(read(2), offeredPassword: credentials != nil)
+      if method == .password, let credentials {
+        try connection.send(
+          contentsOf: SOCKS5.credentials(user: credentials.user, password: credentials.password))
+        try SOCKS5.checkCredentialsVerdict(read(2))
+      }
+      let destination: SOCKS5.Destination
+      if let address = SocketConnection.addressBytes(ofLiteral: host) {
+        destination = .address(address)
+      } else if socks.proxyResolves {
+        destination = .name(host)
+      } else {
+        destination = .address(try SocketConnection.addressBytes(resolving: host, port: port))
+      }
+      try connection.send(contentsOf: SOCKS5.connectRequest(to: destination, port: port))
+      // A refusal says why in its second byte: checked before the rest is read.
+      let prefix = try read(5)
+      try SOCKS5.checkReply(prefix, destination: authority)
+      _ = try read(SOCKS5.replyLength(prefix: prefix) - 5)
+    } catch {
+      // A stop or the idle timeout is the request's own; anything else names the proxy.
+      throw error.code == .cancelled || error.code == .timedOut ? error : named(error)
     }
   }
 

@@ -74,40 +74,66 @@ struct SocketTransportSettings: Sendable {
     httpsRoute = route(httpsValue)
   }
 
-  /// A forward proxy the socket transport speaks: plain HTTP to the proxy.
+  /// A proxy the socket transport speaks: an HTTP proxy (`http://`) or a SOCKS5 proxy
+  /// (`socks5://`, `socks5h://`).
   ///
-  /// Basic credentials go to it if its URL has them. HTTP requests go to it with their absolute
-  /// URL as the target; HTTPS goes through a `CONNECT` tunnel, TLS end to end with the server.
+  /// Through an HTTP proxy, HTTP requests go to it with their absolute URL as the target and
+  /// HTTPS goes through a `CONNECT` tunnel, TLS end to end with the server; Basic credentials go
+  /// to it if its URL has them. Through a SOCKS5 proxy, both go through a tunnel it opens
+  /// (`SOCKS5`), and the server sees the requests as if they came directly.
   struct Proxy: Sendable, Equatable {
     /// The proxy's host (an IPv6 address without brackets).
     let host: String
     let port: Int
-    /// The value of `Proxy-Authorization`, from the URL's user and password, if it has them.
+    /// The value of `Proxy-Authorization`, from the URL's user and password, if it has them
+    /// (an HTTP proxy's only).
     let authorization: String?
+    /// For a SOCKS5 proxy, how it is asked; `nil` for an HTTP proxy.
+    let socks: SOCKS?
+
+    /// How a SOCKS5 proxy is asked for a tunnel.
+    struct SOCKS: Sendable, Equatable {
+      /// Whether the proxy resolves the server's name (`socks5h://`); with `socks5://` this
+      /// process resolves it and sends the address, as libcurl does.
+      let proxyResolves: Bool
+      /// The user name and password of the proxy's URL (RFC 1929), if it has them.
+      let credentials: Credentials?
+    }
+
+    /// A SOCKS5 user name and password.
+    struct Credentials: Sendable, Equatable {
+      let user: String
+      let password: String
+    }
 
     /// `host:port`, for messages.
     var name: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     /// Reads a proxy variable's value as libcurl does, for the forms the transport speaks.
     ///
-    /// `http://[user:password@]host[:port][/]` or `host[:port]` (no scheme is HTTP; the port
-    /// defaults to 1080, libcurl's). `nil` for any other scheme (`https://`, `socks5://`),
-    /// which leaves the request to `URLSession`.
+    /// `http://`, `socks5://` or `socks5h://`, then `[user:password@]host[:port][/]`, or
+    /// `host[:port]` (no scheme is HTTP; the port defaults to 1080, libcurl's). `nil` for any
+    /// other scheme (`https://`, `socks4://`), which leaves the request to `URLSession`.
     init?(environmentValue value: String) {
       let trimmed = value.trimmingCharacters(in: .whitespaces)
       let text = trimmed.contains("://") ? trimmed : "http://" + trimmed
-      guard let components = URLComponents(string: text), components.scheme?.lowercased() == "http",
+      guard let components = URLComponents(string: text),
+        let scheme = components.scheme?.lowercased(), ["http", "socks5", "socks5h"].contains(scheme),
         var host = components.host, !host.isEmpty, components.path.isEmpty || components.path == "/"
       else { return nil }
       if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
       self.host = host
       port = components.port ?? 1080
       // `user` and `password` are already percent-decoded (`percentEncodedUser` is not).
-      if let user = components.user {
-        let credentials = user + ":" + (components.password ?? "")
-        authorization = "Basic " + Data(credentials.utf8).base64EncodedString()
+      let credentials = components.user.map { Credentials(user: $0, password: components.password ?? "") }
+      if scheme == "http" {
+        authorization = credentials.map {
+          "Basic " + Data(($0.user + ":" + $0.password).utf8).base64EncodedString()
+        }
+        socks = nil
       } else {
         authorization = nil
+        socks = SOCKS(proxyResolves: scheme == "socks5h", credentials: credentials)
       }
     }
   }
@@ -118,7 +144,8 @@ struct SocketTransportSettings: Sendable {
     case direct
     /// Through `Proxy`.
     case proxy(Proxy)
-    /// Through a proxy only `URLSession` speaks (a scheme other than `http://`).
+    /// Through a proxy only `URLSession` speaks (a scheme other than `http://`, `socks5://` and
+    /// `socks5h://`).
     case unsupported
   }
 
@@ -157,7 +184,7 @@ struct SocketTransportSettings: Sendable {
   /// Whether the socket transport serves `request`.
   ///
   /// It serves plain HTTP, and HTTPS where OpenSSL 3 can be loaded, to a host, directly or
-  /// through an `http://` proxy of the environment (`route(scheme:host:)`), with no credentials
+  /// through a proxy of the environment it speaks (`route(scheme:host:)`), with no credentials
   /// in the URL, no body other than `httpBody`, and header fields that are safe to write as they
   /// are. Anything else goes through `URLSession`.
   func serves(_ request: URLRequest) -> Bool {
