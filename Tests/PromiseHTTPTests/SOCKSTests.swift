@@ -155,6 +155,59 @@ struct SOCKSTests {
   }
 }
 
+extension SOCKSTests {
+  /// A "proxy" on 127.0.0.1 that reads the greeting and then, as its argument says, answers
+  /// with HTTP (`garbage`), closes (`close`) or never answers (`stall`); prints "port N".
+  static let hostileProxy = """
+    import socket, sys, threading, time
+    mode = sys.argv[1]
+    listener = socket.create_server(("127.0.0.1", 0))
+    print("port", listener.getsockname()[1], flush=True)
+    def serve(client):
+        client.recv(16)
+        if mode == "garbage":
+            client.sendall(b"HTTP/1.1 400 Bad Request\\r\\n\\r\\n")
+        elif mode == "stall":
+            time.sleep(60)
+        client.close()
+    while True:
+        client, _ = listener.accept()
+        threading.Thread(target=serve, args=(client,), daemon=True).start()
+    """
+
+  /// `expected`: the transport error's code, or `nil` for the request's own deadline
+  /// (`HTTPError.timedOut`).
+  @Test(arguments: [
+    ("garbage", URLError.Code.cannotParseResponse), ("close", .cannotConnectToHost), ("stall", nil),
+  ])
+  func aProxyThatDoesNotSpeakSOCKS5FailsTheRequestTyped(_ mode: String, _ expected: URLError.Code?)
+    async throws
+  {
+    _ = loopbackBypassesProxy
+    let (process, output) = try await offThePool {
+      Result { try PythonProcess.start(script: Self.hostileProxy, arguments: [mode]) }
+    }.get()
+    defer {
+      process.closeStandardInput()
+      process.terminate(grace: .seconds(5))
+    }
+    let line = await offThePool { output.first(from: 0, withPrefix: "port ", timeout: .seconds(30)) }
+    let port = try #require(line.flatMap { Int($0.dropFirst("port ".count)) }, "\(output.all)")
+    var configuration = HTTPClient.Configuration(retryPolicy: .none, timeout: .seconds(1))
+    configuration.proxyEnvironment = ["all_proxy": "socks5h://127.0.0.1:\(port)"]
+    let client = HTTPClient(baseURL: URL(string: "http://example.invalid/")!, configuration: configuration)
+    let (result, _) = await outcome(of: client.get("x"))
+    switch httpError(result) {
+    case .transport(let error, _)?:
+      #expect(error.code == expected, "\(mode): \(error.localizedDescription)")
+    case .timedOut(_, let allowed)?:
+      #expect(expected == nil && allowed == .seconds(1), "\(mode): timed out")
+    case let other:
+      Issue.record("\(mode): got \(String(describing: other))")
+    }
+  }
+}
+
 /// microsocks, a SOCKS5 server we did not write, run as this process's child on a loopback
 /// port by a python3 watcher that stops it when its input closes (or this process exits). It
 /// logs each tunnel it opens: "client[N] 127.0.0.1: connected to HOST:PORT".
