@@ -6,7 +6,7 @@ extension HTTPClient {
   ///
   /// Only the socket transport can present it (FoundationNetworking on Linux has no way to), so:
   /// - a request over HTTPS goes over the socket transport under the `.automatic` engine;
-  /// - an HTTPS request that would go through `URLSession` (a proxy other than `http://`, the `Engine.urlSession`
+  /// - an HTTPS request that would go through `URLSession` (a proxy other than `http://` or SOCKS5, the `Engine.urlSession`
   ///   engine, or no loadable OpenSSL 3) fails with `URLError.secureConnectionFailed` before
   ///   anything is sent, instead of going without the certificate;
   /// - a server that does not ask for a certificate never sees it.

@@ -21,10 +21,11 @@ extension HTTPClient {
     /// sent encoded anyway as it arrived (like `curl -o`). A transfer's body moves at the pace
     /// of the file, the sequence or the reader, so memory stays flat.
     ///
-    /// The socket transport goes through an `http://` proxy that the `http_proxy`,
-    /// `https_proxy` or `all_proxy` environment variables name (for a host `no_proxy` does not
-    /// exempt): plain HTTP forwarded, HTTPS in a `CONNECT` tunnel. `URLSession` carries: a
-    /// proxy of another kind (`socks5://`, `https://`) or the session's own, credentials in
+    /// The socket transport goes through an `http://` or SOCKS5 (`socks5://`, `socks5h://`)
+    /// proxy that the `http_proxy`, `https_proxy` or `all_proxy` environment variables name (for
+    /// a host `no_proxy` does not exempt): through an HTTP proxy, plain HTTP forwarded and HTTPS
+    /// in a `CONNECT` tunnel; through SOCKS5, both in its tunnel. `URLSession` carries: a
+    /// proxy of another kind (`https://`, `socks4://`) or the session's own, credentials in
     /// the URL, a session with protocol classes of your own, a request with a body stream, HTTPS
     /// where OpenSSL 3 cannot be loaded, and everything on Apple platforms, where the socket
     /// transport does not build. The socket transport sends the session's

@@ -8,7 +8,7 @@ extension HTTPClient {
   /// the host's name; this adds authorities of your own (a private CA) and, per host, the keys
   /// the server must have (pins). Only the socket transport can honour either, so:
   /// - a request over HTTPS goes over the socket transport under the `.automatic` engine;
-  /// - a request to a pinned host that would go through `URLSession` (a proxy other than `http://`, the
+  /// - a request to a pinned host that would go through `URLSession` (a proxy other than `http://` or SOCKS5, the
   ///   `Engine.urlSession` engine, or no loadable OpenSSL 3) fails with
   ///   `URLError.secureConnectionFailed` before anything is sent, instead of going unpinned;
   /// - a request through `URLSession` to a host whose certificate only an additional authority

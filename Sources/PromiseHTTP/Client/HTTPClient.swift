@@ -37,7 +37,8 @@ import Promises
 ///
 /// Proxies: both engines read `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy` from the
 /// environment of the process, as libcurl does; the socket transport speaks to an `http://`
-/// proxy (HTTPS through a `CONNECT` tunnel), `URLSession` to the others. FoundationNetworking
+/// proxy (HTTPS through a `CONNECT` tunnel) and a SOCKS5 one (`socks5://`, `socks5h://`),
+/// `URLSession` to the others. FoundationNetworking
 /// ignores `URLSessionConfiguration.connectionProxyDictionary` (measured on Swift 6.3.1). To
 /// bypass a proxy for some hosts, set `no_proxy` before making the client.
 public final class HTTPClient: Sendable {

@@ -14,7 +14,7 @@ import Foundation
 /// | `stream` through `URLSession` | `Content-Length`, from a temporary file it is written to first | one chunk | sends the file again |
 ///
 /// On Linux an upload goes over the socket transport, plain HTTP or HTTPS (see
-/// `HTTPClient.Engine`); through a proxy other than `http://`, or with the `.urlSession` engine, through the client's
+/// `HTTPClient.Engine`); through a proxy other than `http://` or SOCKS5, or with the `.urlSession` engine, through the client's
 /// `URLSession`. A form with files is always sent chunked: FoundationNetworking, given a
 /// `Content-Length` field with a body it reads as a stream, sends both, which is not a valid
 /// request. A server that needs the length of a form with files gets it from a file:
@@ -52,7 +52,7 @@ public struct HTTPBody: Sendable {
   /// when `length` is given, else chunked. The sequence is read once: the upload is not retried,
   /// and a 307 or 308 that would send the body again rejects with `HTTPError.invalidRequest`.
   ///
-  /// Through `URLSession` (a proxy other than `http://`, the `.urlSession` engine) the chunks are written to a temporary file as they
+  /// Through `URLSession` (a proxy other than `http://` or SOCKS5, the `.urlSession` engine) the chunks are written to a temporary file as they
   /// come (memory: one chunk), and the file is sent once the sequence ends, with its
   /// `Content-Length`, then removed when the request settles; a retry sends the same bytes
   /// again, as for a file. FoundationNetworking reads a body stream on a work queue that every

@@ -327,7 +327,8 @@ final class SocketTask: ExchangeTask {
       let destination: SOCKS5.Destination
       if let address = SocketConnection.addressBytes(ofLiteral: host) {
         destination = .address(address)
-      } else if socks.proxyResolves {
+      } else if socks.proxyResolves, host.utf8.count <= 255 {
+        // A longer name does not fit SOCKS5's length byte: resolved here, as libcurl does.
         destination = .name(host)
       } else {
         destination = .address(try SocketConnection.addressBytes(resolving: host, port: port))
@@ -338,8 +339,12 @@ final class SocketTask: ExchangeTask {
       try SOCKS5.checkReply(prefix, destination: authority)
       _ = try read(SOCKS5.replyLength(prefix: prefix) - 5)
     } catch {
-      // A stop or the idle timeout is the request's own; anything else names the proxy.
-      throw error.code == .cancelled || error.code == .timedOut ? error : named(error)
+      // A stop or the idle timeout is the request's own; anything else names the proxy, and a
+      // reset by it mid-handshake is a refusal like a close.
+      if error.code == .cancelled || error.code == .timedOut { throw error }
+      throw named(
+        error.code == .networkConnectionLost
+          ? URLError(.cannotConnectToHost, userInfo: error.userInfo) : error)
     }
   }
 

@@ -22,7 +22,7 @@ struct SocketTransportSettings: Sendable {
   /// (see `Proxy`), `.direct` when none is named.
   var httpRoute: Route
   /// The same for HTTPS (`https_proxy`, else `all_proxy`), which goes through a proxy in a
-  /// `CONNECT` tunnel.
+  /// tunnel (`CONNECT`, or SOCKS5's).
   var httpsRoute: Route
   /// The client's TLS set-up for HTTPS, made on the first HTTPS request.
   var tls: TLSContextCache
@@ -220,7 +220,7 @@ struct SocketTransportSettings: Sendable {
     let why =
       !supportsTLS
       ? Self.tlsUnavailableReason
-      : "the socket transport cannot serve this request (the urlSession engine, a proxy other than http://, credentials in the URL, or a body stream)"
+      : "the socket transport cannot serve this request (the urlSession engine, a proxy other than http:// or SOCKS5, credentials in the URL, or a body stream)"
     return URLError(
       .secureConnectionFailed,
       userInfo: [NSLocalizedDescriptionKey: "\(what), and \(why); the request was not sent"])
