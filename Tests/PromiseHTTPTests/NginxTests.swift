@@ -235,15 +235,42 @@ struct NginxTests {
   func throughTinyproxyAsCurlGoes(overTLS: Bool) async throws {
     let server = try await server()
     let proxy = try await offThePool { TinyproxyServer.shared }.get()
-    var configuration = client(server, overTLS: overTLS).configuration
     let proxyURL = "http://127.0.0.1:\(proxy.port)"
-    configuration.proxyEnvironment = [overTLS ? "https_proxy" : "http_proxy": proxyURL]
+    let small = try await expectTransfers(
+      through: proxyURL, as: overTLS ? "https_proxy" : "http_proxy", from: server, overTLS: overTLS)
+    if !overTLS { #expect(small.headers["Via"]?.contains("tinyproxy") == true, "forwarded by tinyproxy") }
+  }
+
+  /// Through microsocks (a SOCKS5 server we did not write), named as the environment would
+  /// name it: plain HTTP and HTTPS in its tunnel, a 24 MiB download byte for byte as nginx has
+  /// it and as curl gets it through the same proxy in the same run.
+  @Test(
+    .enabled(if: Microsocks.executable != nil, "needs microsocks (apt-get install microsocks)"),
+    arguments: overTLS)
+  func throughMicrosocksAsCurlGoes(overTLS: Bool) async throws {
+    let server = try await server()
+    try await Microsocks.with { socks in
+      _ = try await expectTransfers(
+        through: "socks5h://127.0.0.1:\(socks.port)", as: "all_proxy", from: server, overTLS: overTLS)
+      // Every request went through microsocks: it opened the tunnels, to nginx's port.
+      #expect(
+        await socks.connected(to: "127.0.0.1:\(overTLS ? server.tlsPort : server.plainPort)"), "\(socks.log)")
+    }
+  }
+
+  /// Through the proxy at `proxyURL`, named in the environment variable `variable`: the small
+  /// file, then a 24 MiB download byte for byte as nginx has it and as curl gets it through the
+  /// same proxy in the same run, and nginx's log of the three requests. Returns the small
+  /// file's response.
+  private func expectTransfers(
+    through proxyURL: String, as variable: String, from server: NginxServer, overTLS: Bool
+  ) async throws -> HTTPResponse {
+    var configuration = client(server, overTLS: overTLS).configuration
+    configuration.proxyEnvironment = [variable: proxyURL]
     let client = HTTPClient(baseURL: server.baseURL(overTLS: overTLS), configuration: configuration)
     let tag = Self.tag()
     let small = try await client.get("small.txt", query: [URLQueryItem(name: "t", value: tag)]).value
     #expect(small.statusCode == 200 && small.text == NginxServer.smallBody)
-    if !overTLS { #expect(small.headers["Via"]?.contains("tinyproxy") == true, "forwarded by tinyproxy") }
-
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("NginxTests-\(tag)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
@@ -256,39 +283,6 @@ struct NginxTests {
     #expect(received == (try Data(contentsOf: curls)), "as curl got it through the same proxy")
     let lines = await server.log(tagged: tag, count: 3)
     #expect(lines.count == 3 && lines.allSatisfy { $0.status == 200 }, "\(lines)")
-  }
-
-  /// Through microsocks (a SOCKS5 server we did not write), named as the environment would
-  /// name it: plain HTTP and HTTPS in its tunnel, a 24 MiB download byte for byte as nginx has
-  /// it and as curl gets it through the same proxy in the same run.
-  @Test(
-    .enabled(if: Microsocks.executable != nil, "needs microsocks (apt-get install microsocks)"),
-    arguments: overTLS)
-  func throughMicrosocksAsCurlGoes(overTLS: Bool) async throws {
-    let server = try await server()
-    try await Microsocks.with { socks in
-      var configuration = client(server, overTLS: overTLS).configuration
-      let proxyURL = "socks5h://127.0.0.1:\(socks.port)"
-      configuration.proxyEnvironment = ["all_proxy": proxyURL]
-      let client = HTTPClient(baseURL: server.baseURL(overTLS: overTLS), configuration: configuration)
-      let tag = Self.tag()
-      let small = try await client.get("small.txt", query: [URLQueryItem(name: "t", value: tag)]).value
-      #expect(small.statusCode == 200 && small.text == NginxServer.smallBody)
-      let directory = FileManager.default.temporaryDirectory.appendingPathComponent("NginxTests-\(tag)")
-      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-      defer { try? FileManager.default.removeItem(at: directory) }
-      let ours = directory.appendingPathComponent("ours.bin")
-      _ = try await client.download("big.bin", to: ours, query: [URLQueryItem(name: "t", value: tag)]).value
-      let curls = directory.appendingPathComponent("curls.bin")
-      try await curl(server, overTLS: overTLS, "big.bin?t=\(tag)", to: curls, ["--proxy", proxyURL])
-      let received = try Data(contentsOf: ours)
-      #expect(received == NginxServer.big, "byte for byte as nginx has it: \(received.count) bytes")
-      #expect(received == (try Data(contentsOf: curls)), "as curl got it through the same proxy")
-      let lines = await server.log(tagged: tag, count: 3)
-      #expect(lines.count == 3 && lines.allSatisfy { $0.status == 200 }, "\(lines)")
-      // Every request went through microsocks: it opened the tunnels, to nginx's port.
-      #expect(
-        await socks.connected(to: "127.0.0.1:\(overTLS ? server.tlsPort : server.plainPort)"), "\(socks.log)")
-    }
+    return small
   }
 }
