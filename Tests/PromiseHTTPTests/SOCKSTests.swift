@@ -239,6 +239,7 @@ final class Microsocks: Sendable {
   let port: Int
   private let process: ChildProcess
   private let output: Lines
+  private let directory: URL
 
   // Arguments: microsocks, a scratch directory (removed when it stops), then microsocks's own.
   private static let script = """
@@ -259,14 +260,24 @@ final class Microsocks: Sendable {
     let directory = FileManager.default.temporaryDirectory
       .appendingPathComponent("PromiseHTTPTests-microsocks-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    let (process, output) = try PythonProcess.start(
-      script: Self.script, arguments: [microsocks, directory.path] + arguments)
+    let started: (ChildProcess, Lines)
+    do {
+      started = try PythonProcess.start(
+        script: Self.script, arguments: [microsocks, directory.path] + arguments)
+    } catch {
+      try? FileManager.default.removeItem(at: directory)
+      throw error
+    }
+    let (process, output) = started
     self.process = process
     self.output = output
+    self.directory = directory
     guard let line = output.first(from: 0, withPrefix: "port ", timeout: .seconds(60)),
       let port = Int(line.dropFirst("port ".count))
     else {
       process.closeStandardInput()
+      if process.wait(timeout: .seconds(10)) == nil { process.terminate(grace: .seconds(10)) }
+      try? FileManager.default.removeItem(at: directory)
       throw TLSFixtureError(description: "microsocks did not start: \(output.all)")
     }
     self.port = port
@@ -293,8 +304,13 @@ final class Microsocks: Sendable {
     await eventually { self.log.contains { $0.hasSuffix("connected to \(target)") } }
   }
 
+  /// Stops it: the watcher, its input closed, stops microsocks and removes the scratch
+  /// directory; a watcher that has not exited 10 s later is terminated, and the directory is
+  /// removed here. (Terminating at once killed the watcher before it removed the directory:
+  /// one was left in the temporary folder per test.)
   func stop() {
     process.closeStandardInput()
-    process.terminate(grace: .seconds(10))
+    if process.wait(timeout: .seconds(10)) == nil { process.terminate(grace: .seconds(10)) }
+    try? FileManager.default.removeItem(at: directory)
   }
 }
