@@ -179,13 +179,13 @@ enum Report {
     return median / baseline
   }
 
-  private static func format(_ value: Double?, digits: Int) -> String {
+  static func format(_ value: Double?, digits: Int) -> String {
     guard let value else { return "—" }
     return String(format: "%.\(digits)f", value)
   }
 
   /// Left-aligns the first column and right-aligns the others.
-  private static func render(_ rows: [[String]]) -> [String] {
+  static func render(_ rows: [[String]]) -> [String] {
     let columnCount = rows.map(\.count).max() ?? 0
     var widths = [Int](repeating: 0, count: columnCount)
     for row in rows {
