@@ -8,8 +8,8 @@ import Synchronization
 /// A sample of `chain` is not only its links. Both chains start on a queue whose thread is
 /// asleep, so the first link or hop waits for that thread to wake; both end with a thread asleep
 /// in a wait (the promise's `wait` polls for 50 µs, then blocks), which the last one must wake.
-/// On this machine each wake-up costs about as much as 200 links, and it varies from run to run,
-/// which is most of the spread of the `chain` ratio. Here each sample records the time at which
+/// On the 2-vCPU machine of Docs/Performance.md a wake-up took 3 to 33 µs, as long as 50 to 500
+/// links, varying from run to run for both chains alike. Here each sample records the time at which
 /// the first and the last link (or hop) ran, so the phases can be told apart:
 ///
 /// - build: making the 1,000 links (promise only; a Dispatch hop makes its successor as it runs);
