@@ -8,16 +8,16 @@ import Synchronization
 /// A sample of `chain` is not only its links. Both chains start on a queue whose thread is
 /// asleep, so the first link or hop waits for that thread to wake; both end with a thread asleep
 /// in a wait (the promise's `wait` polls for 50 µs, then blocks), which the last one must wake.
-/// On the 2-vCPU machine of Docs/Performance.md a wake-up took 3 to 33 µs, as long as 50 to 500
-/// links, varying from run to run for both chains alike. Here each sample records the time at which
-/// the first and the last link (or hop) ran, so the phases can be told apart:
+/// On the 2-vCPU machine of Docs/Performance.md a wake-up took from a few µs to about 30, as long
+/// as 50 to 500 links, varying from run to run. Here each sample records the time at which the
+/// first and the last link (or hop) ran, so the phases can be told apart:
 ///
-/// - build: making the 1,000 links (promise only; a Dispatch hop makes its successor as it runs);
+/// - build: making the links (promise only; a Dispatch hop makes its successor as it runs);
 /// - start: from fulfilling the head (or the first `queue.async`) to the first link running;
-/// - links: from the first link to the last, divided by the links in between;
+/// - links: from the first link to the last, divided by the steps between them (links − 1);
 /// - end: from the last link to the waiting thread returning with the value.
 ///
-/// Samples alternate between the two chains, as `chain`'s rounds do.
+/// Each round takes one sample of each chain, in a random order, as `chain`'s rounds do.
 enum ChainPhases {
   /// One sample's phases, in nanoseconds.
   struct Sample {
@@ -34,16 +34,25 @@ enum ChainPhases {
 
   private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
-  /// Runs `warmups` then `samples` alternating samples of each chain, `links` links long.
+  /// Runs `warmups` then `samples` rounds, each with one sample of each chain, `links` links long.
   static func measure(links: Int, samples: Int, warmups: Int) throws -> (
     promise: [Sample], dispatch: [Sample]
   ) {
     precondition(links >= 2, "the phases need a first and a last link")
     var promise: [Sample] = []
     var dispatch: [Sample] = []
+    var generator = SystemRandomNumberGenerator()
     for round in 0..<(warmups + samples) {
-      let promiseSample = try promiseChain(links: links)
-      let dispatchSample = try dispatchChain(links: links)
+      // A sample is affected by the one before it (which threads are awake): no fixed order.
+      let promiseSample: Sample
+      let dispatchSample: Sample
+      if Bool.random(using: &generator) {
+        promiseSample = try promiseChain(links: links)
+        dispatchSample = try dispatchChain(links: links)
+      } else {
+        dispatchSample = try dispatchChain(links: links)
+        promiseSample = try promiseChain(links: links)
+      }
       if round >= warmups {
         promise.append(promiseSample)
         dispatch.append(dispatchSample)
@@ -75,8 +84,8 @@ enum ChainPhases {
 
   /// The `chain/dispatch` case, with the first and last hops noting the time.
   private static func dispatchChain(links: Int) throws -> Sample {
-    let completion = Completion()
     let start = now()
+    let completion = Completion()
     timedHop(remaining: links, of: links, value: 0, finish: completion)
     let value = try completion.wait()
     let end = now()
@@ -107,8 +116,9 @@ enum ChainPhases {
 
   /// The report: medians per phase for both chains, per sample and per link.
   static func report(links: Int, promise: [Sample], dispatch: [Sample]) -> String {
+    /// The nearest-rank median, as the tables' (`Measurement.median`).
     func median(_ values: [Double]) -> Double? {
-      values.isEmpty ? nil : values.sorted()[values.count / 2]
+      values.isEmpty ? nil : values.sorted()[(values.count + 1) / 2 - 1]
     }
     func microseconds(_ nanoseconds: Double?) -> String {
       Report.format(nanoseconds.map { $0 / 1_000 }, digits: 1)
@@ -134,7 +144,7 @@ enum ChainPhases {
     let workRatio = linkWork(promise).flatMap { promise in linkWork(dispatch).map { promise / $0 } }
     let lines =
       [
-        "== chain, phase by phase: medians of \(promise.count) sample\(promise.count == 1 ? "" : "s") of each chain, alternating ==",
+        "== chain, phase by phase: medians of \(promise.count) sample\(promise.count == 1 ? "" : "s") of each chain, in rounds ==",
         "build: making the links; start: until the first link runs; links: per link from the first to the",
         "last; end: from the last link until `wait` returns; link work: build ÷ links + links (ns per link)",
       ]

@@ -275,8 +275,9 @@ final class Microsocks: Sendable {
     guard let line = output.first(from: 0, withPrefix: "port ", timeout: .seconds(60)),
       let port = Int(line.dropFirst("port ".count))
     else {
+      // The watcher is still starting microsocks (it reads its input only afterwards): stop it.
       process.closeStandardInput()
-      if process.wait(timeout: .seconds(10)) == nil { process.terminate(grace: .seconds(10)) }
+      process.terminate(grace: .seconds(10))
       try? FileManager.default.removeItem(at: directory)
       throw TLSFixtureError(description: "microsocks did not start: \(output.all)")
     }
@@ -305,12 +306,12 @@ final class Microsocks: Sendable {
   }
 
   /// Stops it: the watcher, its input closed, stops microsocks and removes the scratch
-  /// directory; a watcher that has not exited 10 s later is terminated, and the directory is
-  /// removed here. (Terminating at once killed the watcher before it removed the directory:
-  /// one was left in the temporary folder per test.)
+  /// directory; a watcher that has not exited 15 s later (it gives microsocks 10 s) is
+  /// terminated, and the directory is removed here. (Terminating at once killed the watcher
+  /// before it removed the directory: one was left in the temporary folder per test.)
   func stop() {
     process.closeStandardInput()
-    if process.wait(timeout: .seconds(10)) == nil { process.terminate(grace: .seconds(10)) }
+    if process.wait(timeout: .seconds(15)) == nil { process.terminate(grace: .seconds(10)) }
     try? FileManager.default.removeItem(at: directory)
   }
 }
