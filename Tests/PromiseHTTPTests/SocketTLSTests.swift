@@ -610,8 +610,18 @@ private func withFileServer<T>(
 /// standard input closes.
 enum TLSFileServer {
   static let script = """
-    import os, socket, ssl, sys, threading, time
+    import fcntl, os, socket, ssl, struct, sys, termios, threading, time
     \(TLSServer.lockedPrint)
+    def wait_delivered(sock):
+        # Until the peer has acknowledged every byte sent: on loopback, until they are in its
+        # socket. `sendall` returning means only that the kernel took them, and under load the
+        # delivery can come later (CI under ThreadSanitizer once read one record of two).
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            left = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\\0\\0\\0\\0"))[0]
+            if left == 0:
+                return
+            time.sleep(0.001)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(sys.argv[1], sys.argv[2])
     listener = socket.create_server(("127.0.0.1", 0), backlog=64)
@@ -673,9 +683,10 @@ enum TLSFileServer {
                     return
                 if path == b"/two-records":
                     # The answer in one TLS record, then a second response in a record of its
-                    # own, both on the wire before the client reads ("sent" says when).
+                    # own, both in the client's socket before it reads ("sent" says when).
                     tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
                     tls.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 5\\r\\n\\r\\nstale")
+                    wait_delivered(tls)
                     print("two records sent", flush=True)
                     while tls.recv(65536):
                         pass
