@@ -40,7 +40,7 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   ///
   /// A link is made with a queue for its closure and drops it when it starts adopting: the
   /// inner promise's settlement then fires it inline. No flag of its own: a byte more would
-  /// take a link past 104 bytes (see `LinkSizeTests`). Only the thread that fires the link
+  /// take a link past 88 bytes (see `LinkSizeTests`). Only the thread that fires the link
   /// reads or writes `queue` here; the inner promise's lock orders the hand-off.
   @inline(__always)
   private var isAdopting: Bool { queue == nil }
@@ -195,7 +195,7 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
 // method's parameter, so the caller's closure goes in as it is. Any shared code generic over
 // the closure type (a generic helper, `Optional.take()`, a generic field, an enum of the four)
 // needs a reabstraction thunk or a metadata look-up per link in unspecialized code, or a tag
-// byte that takes a link past 104 bytes: measured with `Optional.take()`, `chain` went from
+// byte that takes a link past its chunk (then 104 bytes): measured with `Optional.take()`, `chain` went from
 // 0.88–1.22× to 1.35–1.41× Dispatch and `deep-chain` from 1.19–1.57× to 2.06–2.84×
 // (Docs/Performance.md, "Registering on a fulfilled promise without its lock").
 

@@ -1,8 +1,8 @@
 /// A first-in, first-out list of nodes linked intrusively through `_PromiseNode.link`: the one
 /// list type of the core.
 ///
-/// It is a promise's callback list (`PromiseState`), a drain's run lists (`Drain`) and a
-/// queue's outbox (`Outbox`). Linking allocates nothing: each node carries its own `link`.
+/// It is a drain's run lists (`Drain`), a queue's outbox (`Outbox`) and what a promise's
+/// settlement hands on (`PromiseState` keeps the same nodes as a ring while pending). Linking allocates nothing: each node carries its own `link`.
 ///
 /// Ownership (see Docs/Design.md, "Invariants"): the list owns one strong reference to each node
 /// in it, taken by whoever appends (`Unmanaged.passRetained`) and handed on by whoever removes a
@@ -22,6 +22,12 @@ struct NodeList: Sendable {
 
   @usableFromInline
   init() {}
+
+  /// A list of the nodes from `oldest` to `newest`, already linked, whose last `link` is `nil`.
+  init(oldest: Node, newest: Node) {
+    head = oldest
+    tail = newest
+  }
 
   /// Whether the list holds no node.
   @inline(__always)

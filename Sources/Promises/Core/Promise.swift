@@ -20,9 +20,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   // (I2: a settled promise's `state` and value are immutable and read without the lock by
   // the nodes its settlement fired; I3: the thread firing a claimed link owns its body and
   // `upstream`). `file` and `line` are constants.
-  // Field order: the state (whose last byte is its phase) first, then the one-byte fields
-  // and the line fill its last word, so that a `then` link is one object of 104 bytes,
-  // inside glibc's fast allocation path (a test checks it: `LinkSizeTests`).
+  // Field order: the state (one word, then its one-byte phase) first, then the one-byte fields
+  // and the line fill the phase's word, so that a `then` link is one object of 88 bytes,
+  // inside glibc's 96-byte chunks (a test checks it: `LinkSizeTests`).
   @usableFromInline @exclusivity(unchecked) var state: PromiseState
   @usableFromInline let lock = SpinLock()
   @exclusivity(unchecked) var flags: PromiseFlags = []
@@ -177,7 +177,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   deinit {
     // A pending promise goes only with its callbacks' chains (they hold it as `upstream`),
     // unless internal code dropped it; either way the list's references must go too.
-    if !state.callbacks.isEmpty { state.releaseCallbacks() }
+    if state.hasCallbacks { state.releaseCallbacks() }
     switch state.phase {
     case .fulfilled:
       storage.destroy(as: Value.self)
@@ -486,7 +486,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     lock.lock()
     defer { lock.unlock() }
     guard state.isPending else { return }
-    state.callbacks.forEach(body)
+    state.forEachCallback(body)
   }
 
   /// This promise's pending state, queue and upstream, read together under its lock.

@@ -9,8 +9,8 @@
 ///
 /// Raw words rather than a `Value?` and two optional references: in the unspecialized code a
 /// node runs, every access to an `Optional<Value>` looks its metadata up at run time (the
-/// value's own metadata comes with the promise), and sharing the storage keeps a link at 104
-/// bytes (glibc's 112-byte chunks) instead of 120 (Docs/Performance.md).
+/// value's own metadata comes with the promise), and sharing the storage keeps a link at 88
+/// bytes (glibc's 96-byte chunks) instead of 104 (Docs/Performance.md).
 ///
 /// Every method is a few loads and stores, inlined; none checks the phase, which is the
 /// owner's business.
