@@ -126,6 +126,22 @@ struct QueueBatchingTests {
     #expect(ran.value == 10_000)
   }
 
+  @Test func theTestsDrainQueueWaitsForEveryBatch() async {
+    // The queue holds, in order: the gate, the outbox's block, drainQueue's barrier. Opened,
+    // the block runs one batch and sends the rest behind the barrier; one barrier is not enough.
+    let queue = DispatchQueue(label: "tests.batching.drain-helper")
+    let gate = closeGate(on: queue)
+    let promise = Promise(0)
+    let ran = Guarded(0)
+    let links = (0..<(3 * Drain.batchLimit)).map { _ in
+      promise.map(on: queue) { _ in ran.withLock { $0 += 1 } }
+    }
+    let ranAtLastBarrier = Guarded(0)
+    await drainQueue(
+      queue, onceEnqueued: { gate.open() }, inBarrier: { ranAtLastBarrier.value = ran.value })
+    #expect(ranAtLastBarrier.value == links.count)
+  }
+
   @Test func aCallbackRegisteredWhileNothingWaitsForTheQueueRunsBeforeALaterBlock() throws {
     let queue = DispatchQueue(label: "tests.batching.idle")
     let promise = Promise(0)

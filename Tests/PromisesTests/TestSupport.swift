@@ -156,13 +156,32 @@ enum CallbackQueueKind: String, CaseIterable, Sendable, CustomTestStringConverti
   var runsInSubmissionOrder: Bool { self != .concurrent }
 }
 
-/// Waits until every block submitted to `queue` before this call has finished.
+/// Waits until every block submitted to `queue` before this call has finished and the
+/// callbacks waiting in the queue's outbox have been delivered.
 ///
 /// Uses a barrier block, so it also works on concurrent queues. A block that ran callbacks
-/// keeps its captures until it returns; this is the point after which it has.
-func drainQueue(_ queue: DispatchQueue) async {
-  await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-    queue.async(flags: .barrier) { continuation.resume() }
+/// keeps its captures until it returns; this is the point after which it has. An outbox's
+/// block runs at most `Drain.batchLimit` callbacks and sends the rest in a new block behind
+/// the work enqueued meanwhile, which can be this barrier: on a queue other tests share
+/// (`.promises`) a callback placed before the call could still be waiting after one barrier
+/// (seen once under ThreadSanitizer: `aCancelledChainIsNotReported`). So the barrier is repeated
+/// until a barrier finds the outbox idle, a bounded number of times, since other tests may keep
+/// it busy. A test of this helper passes `onceEnqueued` (run after the first barrier is
+/// enqueued) and `inBarrier` (run inside each barrier block).
+func drainQueue(
+  _ queue: DispatchQueue, onceEnqueued: @Sendable () -> Void = {},
+  inBarrier: @escaping @Sendable () -> Void = {}
+) async {
+  for round in 0..<10_000 {
+    let idle = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+      queue.async(flags: .barrier) {
+        inBarrier()
+        // Read inside the barrier: nothing of the queue runs meanwhile.
+        continuation.resume(returning: queue.getSpecific(key: Outbox.key)?.isIdle ?? true)
+      }
+      if round == 0 { onceEnqueued() }
+    }
+    if idle { return }
   }
 }
 

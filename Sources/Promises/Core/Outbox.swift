@@ -77,6 +77,16 @@ final class Outbox: @unchecked Sendable {
     return waiting.takeAll()
   }
 
+  /// Whether no block is scheduled to deliver this outbox's nodes: none wait in it.
+  ///
+  /// For tests that wait until a queue has delivered everything: a block that stops after its
+  /// batch puts the rest back and sends them in a new block, behind the work enqueued meanwhile.
+  var isIdle: Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    return !isScheduled
+  }
+
   /// Puts nodes taken by a block that stopped early back at the front, ahead of the nodes
   /// that arrived meanwhile; the outbox stays scheduled (the caller dispatches the next block).
   func putBack(_ list: NodeList) {
