@@ -28,6 +28,32 @@ struct StressTests {
     }
   }
 
+  @Test func waitersGivingUpWhileOthersRegisterLeaveEveryOtherCallbackInOrder() async throws {
+    // The callbacks of a pending promise are a ring of nodes (`PromiseState`): timed-out waits
+    // take their nodes out of it, from any position, while other threads append to it.
+    let queue = DispatchQueue(label: "tests.stress.ring")
+    for _ in 0..<10 {
+      let (promise, resolver) = Promise<Int>.pending()
+      let order = Guarded<[[Int]]>(Array(repeating: [], count: 2))
+      let links = Guarded<[Promise<Void>]>([])
+      let finished = await runOnThreads(4) { thread in
+        if thread < 2 {
+          for index in 0..<50 {
+            let link = promise.map(on: queue) { _ in order.withLock { $0[thread].append(index) } }
+            links.withLock { $0.append(link) }
+          }
+        } else {
+          for _ in 0..<25 { _ = try? promise.wait(timeout: .microseconds(100)) }
+        }
+      }
+      #expect(finished)
+      #expect(callbacksWaiting(on: promise) == 100, "every waiter took its node back")
+      resolver.fulfill(1)
+      for link in links.value { try await link.value }
+      #expect(order.value == [Array(0..<50), Array(0..<50)], "each thread's callbacks in order")
+    }
+  }
+
   @Test func fulfilAndRejectRacingSettleOnce() async throws {
     for round in 0..<100 {
       let (promise, resolver) = Promise<Int>.pending()
