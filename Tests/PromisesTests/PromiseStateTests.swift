@@ -52,6 +52,22 @@ struct PromiseStateTests {
     #expect(callbacks.allSatisfy { $0.next == nil }, "released nodes are in no list")
   }
 
+  @Test func aLiveObserverIsFoundWhereverItWaits() {
+    // `_PromiseNode` is a live observer by default; a settled promise is not one.
+    var state = PromiseState()
+    let empty = state.hasLiveObserver
+    #expect(!empty)
+    let settled = (0..<3).map { _ in Promise(0) }
+    for node in settled { _ = state.register(node) }
+    let noneLive = state.hasLiveObserver
+    #expect(!noneLive, "the walk goes round the whole ring and stops")
+    let live = _PromiseNode(queue: nil)
+    _ = state.register(live)
+    let found = state.hasLiveObserver
+    #expect(found, "the newest node, the ring's last")
+    state.releaseCallbacks()
+  }
+
   @Test func removingACallbackKeepsTheOthersInOrder() {
     // Removed from the middle, the oldest end, the newest end, and the last one left.
     for removals in [[2], [0], [4], [0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 3]] {

@@ -195,8 +195,8 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
 // method's parameter, so the caller's closure goes in as it is. Any shared code generic over
 // the closure type (a generic helper, `Optional.take()`, a generic field, an enum of the four)
 // needs a reabstraction thunk or a metadata look-up per link in unspecialized code, or a tag
-// byte that takes a link past its chunk (then 104 bytes): measured with `Optional.take()`, `chain` went from
-// 0.88–1.22× to 1.35–1.41× Dispatch and `deep-chain` from 1.19–1.57× to 2.06–2.84×
+// byte that takes a link past its chunk (then 104 bytes): measured with `Optional.take()`,
+// `chain` went from 0.88–1.22× to 1.35–1.41× Dispatch and `deep-chain` from 1.19–1.57× to 2.06–2.84×
 // (Docs/Performance.md, "Registering on a fulfilled promise without its lock").
 
 /// `then` with a closure returning a value.

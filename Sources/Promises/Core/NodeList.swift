@@ -2,7 +2,8 @@
 /// list type of the core.
 ///
 /// It is a drain's run lists (`Drain`), a queue's outbox (`Outbox`) and what a promise's
-/// settlement hands on (`PromiseState` keeps the same nodes as a ring while pending). Linking allocates nothing: each node carries its own `link`.
+/// settlement hands on (`PromiseState` keeps the same nodes as a ring while pending). Linking
+/// allocates nothing: each node carries its own `link`.
 ///
 /// Ownership (see Docs/Design.md, "Invariants"): the list owns one strong reference to each node
 /// in it, taken by whoever appends (`Unmanaged.passRetained`) and handed on by whoever removes a
@@ -79,58 +80,14 @@ struct NodeList: Sendable {
     head = otherHead
   }
 
-  /// Unlinks `node`; the caller takes over the list's reference to it.
-  ///
-  /// Walks from the oldest node: linear in the list's length.
-  /// - Returns: Whether `node` was in the list.
-  mutating func remove(_ node: _PromiseNode) -> Bool {
-    let target = Unmanaged.passUnretained(node).toOpaque()
-    var previous: Node?
-    var current = head
-    while let candidate = current {
-      let next = candidate._withUnsafeGuaranteedRef { $0.link }
-      if candidate.toOpaque() == target {
-        if let previous {
-          previous._withUnsafeGuaranteedRef { $0.link = next }
-        } else {
-          head = next
-        }
-        if next == nil { tail = previous }
-        node.link = nil
-        return true
-      }
-      previous = candidate
-      current = next
-    }
-    return false
-  }
-
-  /// Calls `body` with each node, oldest first, without changing the list.
-  func forEach(_ body: (_PromiseNode) -> Void) {
-    var current = head
-    while let node = current {
-      current = node._withUnsafeGuaranteedRef { node in
-        body(node)
-        return node.link
-      }
-    }
-  }
-
-  /// Whether `predicate` holds for some node, visited oldest first; stops at the first.
-  func contains(where predicate: (_PromiseNode) -> Bool) -> Bool {
-    var current = head
-    while let node = current {
-      let (found, next) = node._withUnsafeGuaranteedRef { (predicate($0), $0.link) }
-      if found { return true }
-      current = next
-    }
-    return false
-  }
-
   /// The number of nodes (a walk).
   var count: Int {
     var count = 0
-    forEach { _ in count += 1 }
+    var current = head
+    while let node = current {
+      count += 1
+      current = node._withUnsafeGuaranteedRef { $0.link }
+    }
     return count
   }
 

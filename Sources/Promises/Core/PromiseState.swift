@@ -123,8 +123,8 @@ struct PromiseState: ~Copyable {
   }
 
   @inline(__always)
-  private static func bits(_ node: NodeList.Node?) -> UInt {
-    node.map { UInt(bitPattern: $0.toOpaque()) } ?? 0
+  private static func bits(_ node: NodeList.Node) -> UInt {
+    UInt(bitPattern: node.toOpaque())
   }
 
   /// Whether any callback waits.
