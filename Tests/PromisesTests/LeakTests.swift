@@ -285,9 +285,36 @@ struct LeakTests {
     #expect(nodes.allSatisfy { $0.isNil }, "a waiting node outlived the promise it waited on")
   }
 
+  @Test func aLinkCancelledAfterItsSourceFiredItLetsGoWhenItsTurnComes() async {
+    // The source has settled and placed the link in its queue's outbox (the queue is busy), so
+    // a firing may begin at any moment: the cancellation leaves the closure and the source to
+    // it (Docs/Design.md, I3). The firing finds the link settled, skips the body and lets go
+    // of both.
+    let queue = DispatchQueue(label: "tests.leak.cancel-placed")
+    let gate = DispatchSemaphore(value: 0)
+    queue.async { _ = gate.wait(timeout: .now() + 10) }
+    let runs = Guarded(0)
+    @inline(never) func make() -> (Promise<Int>, WeakObserver<LifetimeToken>, WeakObserver<Promise<Int>>) {
+      let (source, resolver) = Promise<Int>.pending()
+      let (link, capture) = countingLink(on: source, queue: queue, runs: runs)
+      resolver.fulfill(1)
+      return (link, capture, WeakObserver(source))
+    }
+    let (link, token, source) = make()
+    link.cancel()
+    #expect(link.isCancelled)
+    #expect(!token.isNil && !source.isNil, "the link waits in the outbox: its firing lets go")
+    gate.signal()
+    await drainQueue(queue)
+    #expect(runs.value == 0, "a cancelled link ran its body")
+    #expect(token.isNil, "the cancelled link still holds its callback's captures")
+    #expect(source.isNil, "the cancelled link still holds its source")
+  }
+
   @Test func aLinkCancelledWhileItsBodyRunsLetsGoOfItsSource() async {
-    // Once a drain has claimed a link's body, a cancellation leaves the link's source to that
-    // drain; the body's outcome is then ignored, and the drain must still release the source.
+    // Once a drain fires a link it found not settled, a cancellation leaves the link's source
+    // to that drain; the body's outcome is then ignored, and the drain must still release the
+    // source.
     let queue = DispatchQueue(label: "tests.leak.cancel-in-body")
     @inline(never) func make() -> (Promise<Int>, WeakObserver<Promise<Int>>) {
       let (source, resolver) = Promise<Int>.pending()

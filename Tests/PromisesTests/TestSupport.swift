@@ -75,6 +75,21 @@ final class LifetimeToken: Sendable {
   init(_ name: String = "tracked") { self.name = name }
 }
 
+/// A `map` link on `source` whose closure counts its runs in `runs` and captures a token; the
+/// weak reference to the token tells whether the link still holds its closure.
+@inline(never)
+func countingLink(
+  on source: Promise<Int>, queue: DispatchQueue, runs: Guarded<Int>
+) -> (link: Promise<Int>, capture: WeakObserver<LifetimeToken>) {
+  let token = LifetimeToken()
+  let link = source.map(on: queue) { value -> Int in
+    runs.increment()
+    _ = token
+    return value
+  }
+  return (link, WeakObserver(token))
+}
+
 /// A weak reference that can be read from any thread.
 final class WeakObserver<Object: AnyObject>: @unchecked Sendable {
   // Safety: written once in `init`; weak loads are atomic in the Swift runtime.

@@ -6,7 +6,7 @@ import Dispatch
 /// One link of a chain is one `DerivedPromise` object (plus the user's closure context):
 /// it is the promise the caller gets back and, at the same time, the callback record that
 /// waits in its source's list. Cost of a link: one allocation, one lock acquisition to
-/// register, one to settle (plus one to check for cancellation before running the body),
+/// register, one to settle (the check for cancellation before running the body is one load),
 /// and no dispatch of its own when the source settles on a drain of the same queue.
 @usableFromInline
 class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @unchecked Sendable {
@@ -16,19 +16,20 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   }
 
   final override func fire() {
-    // One lock acquisition checks for cancellation and claims the body and the source: the
-    // source stays referenced (as `upstream`) until this promise settles, and no cancellation
-    // releases it meanwhile, so it is used here without a retain of its own (Docs/Design.md,
+    // Not settled: this thread owns the body and the source, which stays referenced (as
+    // `upstream`) until this promise settles; a rejection from outside from now on leaves
+    // both alone, so the source is used here without a retain of its own (Docs/Design.md,
     // "Invariants", I3).
-    guard let claimed = takeSourceIfPending() else {
-      // Cancelled while waiting: the body must not run (its side effects were cancelled too).
-      _ = takeBody()
+    guard let source = sourceIfNotSettled() else {
+      // Rejected from outside while waiting: the body must not run (its side effects were
+      // cancelled too).
+      letGoAfterRejection()
       return
     }
     let outcome =
       isAdopting
-      ? finishAdopting(claimed)
-      : claimed._withUnsafeGuaranteedRef { run(unsafeDowncast($0, to: Promise<Input>.self)) }
+      ? finishAdopting(source)
+      : source._withUnsafeGuaranteedRef { run(unsafeDowncast($0, to: Promise<Input>.self)) }
     // Adopting: the link now belongs to the inner promise, which may fire it any moment.
     guard outcome == .settled else { return }
     // Settling released `upstream`, unless a cancellation won the race and the settle was
@@ -50,8 +51,8 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   /// Out of line: its copy of the value needs stack space sized at run time, which `fire`
   /// would otherwise set up for every link.
   @inline(never)
-  private func finishAdopting(_ claimed: Unmanaged<_PromiseNode>) -> RunOutcome {
-    claimed._withUnsafeGuaranteedRef { source in
+  private func finishAdopting(_ adopted: Unmanaged<_PromiseNode>) -> RunOutcome {
+    adopted._withUnsafeGuaranteedRef { source in
       let inner = unsafeDowncast(source, to: Promise<Value>.self)
       if inner.state.phase == .fulfilled {
         fulfill(inner.loadValue())
@@ -68,6 +69,19 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     case adopting
     /// The link settled (or tried to: a cancellation may have come first).
     case settled
+  }
+
+  /// Lets go of the body and `upstream` of a link found settled when it fired, unless the
+  /// rejection let go of them already (see `Promise.reject`).
+  @inline(never)
+  private func letGoAfterRejection() {
+    lock.lock()
+    let body = takeBody()
+    let upstream = self.upstream
+    self.upstream = nil
+    lock.unlock()
+    // Released after unlocking: a deinit they trigger may run user code.
+    _ = (body, upstream)
   }
 
   /// Releases the source of a link whose settle was ignored.
@@ -95,6 +109,8 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
   override func takeBody() -> Any? {
     preconditionFailure("Promises: \(type(of: self)) does not override takeBody()")
   }
+
+  override final var firesAsLink: Bool { true }
 
   /// Passes `source`'s value on unchanged (a `recover` or observer whose closure is skipped).
   @inline(__always)
@@ -166,11 +182,10 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
       Promise<Value>.propagateCancellation(from: inner)
       return false
     }
-    // `inner` takes the source's place; until `inner` fires this link, a cancellation may
-    // take it (to cancel the inner work), so the claim ends here.
+    // `inner` takes the source's place: until `inner` fires this link, a cancellation that
+    // finds `inner` pending lets go of it (I3).
     let source = upstream
     upstream = inner
-    flags.remove(.bodyClaimed)
     // Adopting is what `queue == nil` means for a link (see `isAdopting`).
     queue = nil
     lock.unlock()
@@ -181,7 +196,7 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     // From here `inner` may fire this link at any moment, on any thread; the drain that
     // fired it keeps it alive until this returns. A rejection for a cycle settles it first,
     // and the later firing finds it settled and does nothing. The rejection comes from
-    // outside the firing: should a firing have claimed the link already, it keeps `inner`.
+    // outside the firing: it lets go of `inner` only while `inner` is pending (I3).
     if _PromiseNode.adoptionClosesCycle(adopter: self, inner: inner).closesCycle {
       reject(PromiseError.chainingCycle(createdAt: creationSite), as: .failureFromOutside)
     }

@@ -18,8 +18,8 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   // Safety of `@unchecked Sendable`: every stored `var` below is read and written only while
   // `lock` is held, with the exceptions that Docs/Design.md, "Invariants", lists and proves
   // (I2: a settled promise's `state` and value are immutable and read without the lock by
-  // the nodes its settlement fired; I3: the thread firing a claimed link owns its body and
-  // `upstream`). `file` and `line` are constants.
+  // the nodes its settlement fired; I3: the thread firing a link that it found not settled
+  // owns its body and `upstream`). `file` and `line` are constants.
   // Field order: the state (one word, then its one-byte phase) first, then the one-byte fields
   // and the line fill the phase's word, so that a `then` link is one object of 88 bytes,
   // inside glibc's 96-byte chunks (a test checks it: `LinkSizeTests`).
@@ -54,7 +54,7 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// cancellation and cycle detection and released at settlement; `nil` once fulfilled.
   ///
   /// Read and written under the lock, or by the thread that owns the promise exclusively
-  /// (before it is returned, or the thread firing a claimed link). Setting it on a fulfilled
+  /// (before it is returned, or the thread firing a link it found not settled). Setting it on a fulfilled
   /// promise does nothing.
   @usableFromInline
   final var upstream: _PromiseNode? {
@@ -358,14 +358,15 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     /// timer. A `CancellationError` from the work counts as a cancellation (handlers run).
     case failure
     /// `cancel()`: runs the cancellation handlers and drops the closure of a link that has not
-    /// started. Comes from outside the firing: a link whose body a firing thread has claimed
-    /// keeps its body and `upstream` (Docs/Design.md, "Invariants", I3).
+    /// started. Comes from outside the firing: a link lets go of its body and `upstream` here
+    /// only while the promise it waits on is pending, else the thread firing it does
+    /// (Docs/Design.md, "Invariants", I3).
     case cancellation
     /// A promise downstream was cancelled: a `cancellation`, made only while no live observer
     /// waits on this promise any more.
     case cancellationFromDownstream
     /// A failure found from outside the firing (the adoption cycle check): no handlers run,
-    /// and a claimed link keeps its `upstream`.
+    /// and a link lets go of its `upstream` as for a `cancellation`.
     case failureFromOutside
   }
 
@@ -373,10 +374,15 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   ///
   /// Releases what the pending promise held (after unlocking: a deinit may run user code),
   /// except the `upstream`, which it returns for cancellation to walk on (`nil` when the
-  /// promise had settled, or a claimed link keeps it). A cancellation also releases the
-  /// closure of a link that has not started yet, so nothing a cancelled link captured stays
-  /// alive while its source is pending (Docs/Design.md, "What a promise keeps, and when it
-  /// lets go").
+  /// promise had settled). A cancellation also releases the closure of a link that has not
+  /// started yet, so nothing a cancelled link captured stays alive while its source is pending
+  /// (Docs/Design.md, "What a promise keeps, and when it lets go").
+  ///
+  /// A link rejected from outside its firing lets go of its closure and `upstream` only once
+  /// the promise it waits on is seen pending under that promise's lock, after this rejection
+  /// is published: then no firing has begun, and every firing to come finds the link settled.
+  /// Otherwise a firing may be using them without the lock, and it releases them itself
+  /// (Docs/Design.md, "Invariants", I3).
   @discardableResult
   final func reject(
     _ error: any Error, as rejection: Rejection = .failure
@@ -398,26 +404,56 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
       lock.unlock()
       return (false, nil)
     }
-    let claimed = rejection != .failure && flags.contains(.bodyClaimed)
-    let upstream = claimed ? nil : self.upstream
-    if !claimed { self.upstream = nil }
+    // A link's firing may be using its body and `upstream` right now, without the lock: from
+    // outside, they are left in place (a reference to `upstream` is copied for cancellation
+    // to walk on) and let go below only if no firing can have begun.
+    let fromOutsideALink = rejection != .failure && firesAsLink
+    let upstream = self.upstream
+    if !fromOutsideALink { self.upstream = nil }
     let extras = self.extras
-    // Written only when set: the write is an access to the storage, and a firing thread that
-    // claimed this link reads `upstream`'s word without the lock (see `hasUpstream`).
+    // Written only when set: the write is an access to the storage, and a thread firing this
+    // link reads `upstream`'s word without the lock (see `hasUpstream`).
     if extras != nil { self.extras = nil }
-    let body = cancelling && !flags.contains(.bodyClaimed) ? takeBody() : nil
+    let body = cancelling && !fromOutsideALink ? takeBody() : nil
     // Placed before unlocking, like a fulfilment's, and before the flag is set.
     if !callbacks.isEmpty { Drain.place(callbacks) }
     settledFlag.store(true, ordering: .releasing)
     lock.unlock()
     // Released after unlocking: a deinit they trigger may run user code.
     _ = body
+    if fromOutsideALink, let upstream { letGoIfNotFiring(waitingOn: upstream, cancelling: cancelling) }
     if cancelling, let extras {
       for handler in extras.cancelHandlers { handler() }
     }
     if !callbacks.isEmpty { Drain.finishPlacing() }
     return (true, upstream)
   }
+
+  /// After a rejection from outside (published: `settledFlag` set), lets go of this link's
+  /// closure (for a cancellation) and `upstream` if `source`, the promise it waits on, is
+  /// still pending; otherwise leaves them to the thread firing it.
+  ///
+  /// `source` pending, read under its lock after this link's rejection was stored: the link is
+  /// still among its callbacks (or about to be, when adopting), so no firing has read
+  /// `settledFlag` yet, and the settlement that will place it takes that lock after this
+  /// read, so the firing finds the link settled and touches its closure and `upstream` only
+  /// under the link's lock. `source` settled: the link may be firing on the fast path, which
+  /// lets go of both itself. Either way each is taken under the link's lock, once.
+  @inline(never)
+  private func letGoIfNotFiring(waitingOn source: _PromiseNode, cancelling: Bool) {
+    guard source.walkStep().pending else { return }
+    lock.lock()
+    let body = cancelling ? takeBody() : nil
+    let upstream = self.upstream
+    self.upstream = nil
+    lock.unlock()
+    // Released after unlocking: a deinit they trigger may run user code.
+    _ = (body, upstream)
+  }
+
+  /// Whether this promise is a link whose firing uses its closure and `upstream` without the
+  /// lock (see `letGoIfNotFiring`): `DerivedPromise`.
+  var firesAsLink: Bool { false }
 
   /// Settles the promise with `result` unless it has settled.
   /// - Returns: Whether this call settled the promise.
@@ -443,15 +479,17 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     lock.unlock()
   }
 
-  /// For a node about to run: its source (the upstream that fired it), or `nil` when this
-  /// promise has already settled (cancelled while it waited: the body must not run).
-  final func takeSourceIfPending() -> Unmanaged<_PromiseNode>? {
-    lock.lock()
-    defer { lock.unlock() }
-    guard state.isPending else { return nil }
-    // From here on the firing thread owns the body and `upstream`: a cancellation neither
-    // detaches the one nor releases the other, so the source needs no retain of its own.
-    flags.insert(.bodyClaimed)
+  /// For a link about to run: its source (the upstream that fired it), or `nil` when this
+  /// promise has already settled (rejected from outside while it waited: the body must not
+  /// run).
+  ///
+  /// No lock: once the source has fired the link, nothing but the firing thread writes its
+  /// body or `upstream` unless it finds the link settled (Docs/Design.md, "Invariants", I3),
+  /// so the source needs no retain of its own. The loading order pairs with the settling
+  /// store of a rejection from outside.
+  @inline(__always)
+  final func sourceIfNotSettled() -> Unmanaged<_PromiseNode>? {
+    if settledFlag.load(ordering: .acquiring) { return nil }
     return storage.unmanagedUpstream.unsafelyUnwrapped
   }
 
@@ -581,8 +619,6 @@ struct PromiseFlags: OptionSet {
   let rawValue: UInt8
   /// A callback was registered or the outcome was read: a rejection is not "unhandled".
   static let observed = PromiseFlags(rawValue: 1)
-  /// A derived promise's body has started (or is about to): cancellation must not touch it.
-  static let bodyClaimed = PromiseFlags(rawValue: 2)
 }
 
 /// Keeps a pending promise settleable; when the last resolver copy goes, the promise breaks.
