@@ -219,7 +219,8 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
 final class ThenValuePromise<Input: Sendable, Value: Sendable>: DerivedPromise<Input, Value>,
   @unchecked Sendable
 {
-  // Safety: `body` is written at init and then only by the firing thread (see `_PromiseNode`).
+  // Safety: `body` is written at init; then moved out without the lock only by a firing that
+  // found the link not settled, and otherwise taken under the link's lock (Docs/Design.md, I3).
   @exclusivity(unchecked) private var body: (@Sendable (Input) throws -> Value)?
 
   @usableFromInline

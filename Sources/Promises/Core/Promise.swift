@@ -380,9 +380,9 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   ///
   /// A link rejected from outside its firing lets go of its closure and `upstream` only once
   /// the promise it waits on is seen pending under that promise's lock, after this rejection
-  /// is published: then no firing has begun, and every firing to come finds the link settled.
-  /// Otherwise a firing may be using them without the lock, and it releases them itself
-  /// (Docs/Design.md, "Invariants", I3).
+  /// is published: then no firing that uses them without the lock is under way, and every
+  /// firing to come finds the link settled. Otherwise a firing may be using them without the
+  /// lock, and it releases them itself (Docs/Design.md, "Invariants", I3).
   @discardableResult
   final func reject(
     _ error: any Error, as rejection: Rejection = .failure
@@ -434,14 +434,14 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// still pending; otherwise leaves them to the thread firing it.
   ///
   /// `source` pending, read under its lock after this link's rejection was stored: the link is
-  /// still among its callbacks (or about to be, when adopting), so no firing has read
-  /// `settledFlag` yet, and the settlement that will place it takes that lock after this
-  /// read, so the firing finds the link settled and touches its closure and `upstream` only
-  /// under the link's lock. `source` settled: the link may be firing on the fast path, which
-  /// lets go of both itself. Either way each is taken under the link's lock, once.
+  /// still among its callbacks (or about to be, when adopting), so no firing that uses them
+  /// without the lock is under way, and the settlement that will place it takes that lock
+  /// after this read, so the firing finds the link settled and touches its closure and
+  /// `upstream` only under the link's lock. `source` settled: the link may be firing on the
+  /// fast path, which lets go of both itself. Whoever takes one second finds `nil`.
   @inline(never)
   private func letGoIfNotFiring(waitingOn source: _PromiseNode, cancelling: Bool) {
-    guard source.walkStep().pending else { return }
+    guard source.isPendingPromise else { return }
     lock.lock()
     let body = cancelling ? takeBody() : nil
     let upstream = self.upstream
@@ -485,8 +485,10 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   ///
   /// No lock: once the source has fired the link, nothing but the firing thread writes its
   /// body or `upstream` unless it finds the link settled (Docs/Design.md, "Invariants", I3),
-  /// so the source needs no retain of its own. The loading order pairs with the settling
-  /// store of a rejection from outside.
+  /// so the source needs no retain of its own. What orders a rejection from outside before
+  /// this load is the source's lock (the rejection reads the source pending under it before
+  /// the settlement that fired this link); a link found settled is then handled under its own
+  /// lock.
   @inline(__always)
   final func sourceIfNotSettled() -> Unmanaged<_PromiseNode>? {
     if settledFlag.load(ordering: .acquiring) { return nil }
@@ -525,6 +527,12 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
     defer { lock.unlock() }
     guard state.isPending else { return }
     state.forEachCallback(body)
+  }
+
+  override final var isPendingPromise: Bool {
+    lock.lock()
+    defer { lock.unlock() }
+    return state.isPending
   }
 
   /// This promise's pending state, queue and upstream, read together under its lock.

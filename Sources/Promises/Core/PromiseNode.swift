@@ -57,6 +57,11 @@ public class _PromiseNode: @unchecked Sendable {
   /// Several upstream nodes (for aggregates); `nil` for nodes with at most one.
   var upstreamMembers: [_PromiseNode]? { nil }
 
+  /// Whether this node is a promise that has not settled, read under its lock; `false` for
+  /// nodes that are not promises. (A rejection from outside a link asks it of the link's
+  /// source: see `Promise.reject`.)
+  var isPendingPromise: Bool { false }
+
   /// Reports, for walks up a chain, whether the promise is pending, its queue and upstream.
   ///
   /// Nodes that are not promises report settled.
