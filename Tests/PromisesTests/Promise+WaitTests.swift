@@ -259,7 +259,7 @@ struct PromiseWaitTests {
   }
 
   @Test func aWaitShorterThanTheDeadlockCheckDelayStillReportsTheDeadlock() async throws {
-    // 100 µs is less than the millisecond `wait` blocks before it looks for a deadlock: the
+    // 100 µs is less than the 10 ms `wait` blocks before it looks for a deadlock: the
     // check still runs before the wait reports a timeout.
     let queue = DispatchQueue(label: "tests.wait.short")
     let (source, resolver) = Promise<Int>.pending()
