@@ -61,7 +61,8 @@ extension Promise {
   ///   promise itself is left pending); `PromiseError.waitWouldDeadlock` when called on a
   ///   queue that the promise still needs to settle (a callback queue of the pending chain),
   ///   where blocking would deadlock (checked once the promise has stayed pending for 10
-  ///   milliseconds, so short waits do not pay for walking the chain).
+  ///   milliseconds, or when the timeout expires if that is sooner, so waits that end
+  ///   sooner do not pay for walking the chain).
   public func wait(timeout: Double) throws -> Value {
     // NaN and negative waits are treated as zero; infinite or huge ones as no limit.
     try wait(timeout: Duration.clampedSeconds(timeout))
@@ -103,10 +104,10 @@ extension Promise {
 
   /// How long `wait` blocks before it looks for a deadlock.
   ///
-  /// Not shorter: the first block is a semaphore wait with this timeout, and a wait woken
-  /// before a 1-ms timeout came back 4.5 µs later than one with a 10-ms, 100-ms or 30-s
-  /// timeout on the 2-vCPU virtual machine of Docs/Performance.md ("The waiting thread's
-  /// wake-up"): a fifth of a 1,000-link chain's wake-ups.
+  /// Not shorter: the first block is a semaphore wait with this timeout, and on the 2-vCPU
+  /// virtual machine of Docs/Performance.md ("The waiting thread's wake-up") a wait woken
+  /// before a 1-ms timeout came back about 5 µs later than one with a 10-ms, 100-ms or 30-s
+  /// timeout (why was not isolated): a fifth of a 1,000-link chain's end wake-up.
   private static var deadlockCheckDelay: DispatchTimeInterval { .milliseconds(10) }
 
   /// How long `wait` polls before it blocks, in nanoseconds.
