@@ -23,7 +23,7 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     guard let source = sourceIfNotSettled() else {
       // Rejected from outside while waiting: the body must not run (its side effects were
       // cancelled too).
-      letGoAfterRejection()
+      letGoOfBodyAndUpstream(includingBody: true)
       return
     }
     let outcome =
@@ -34,7 +34,7 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     guard outcome == .settled else { return }
     // Settling released `upstream`, unless a cancellation won the race and the settle was
     // ignored: then this thread, which owns it, lets it go.
-    if hasUpstream { releaseUpstream() }
+    if hasUpstream { letGoOfBodyAndUpstream(includingBody: false) }
   }
 
   /// Whether the link is in its second phase, adopting another promise's outcome.
@@ -69,28 +69,6 @@ class DerivedPromise<Input: Sendable, Value: Sendable>: Promise<Value>, @uncheck
     case adopting
     /// The link settled (or tried to: a cancellation may have come first).
     case settled
-  }
-
-  /// Lets go of the body and `upstream` of a link found settled when it fired, unless the
-  /// rejection let go of them already (see `Promise.reject`).
-  @inline(never)
-  private func letGoAfterRejection() {
-    lock.lock()
-    let body = takeBody()
-    let upstream = self.upstream
-    self.upstream = nil
-    lock.unlock()
-    // Released after unlocking: a deinit they trigger may run user code.
-    _ = (body, upstream)
-  }
-
-  /// Releases the source of a link whose settle was ignored.
-  private func releaseUpstream() {
-    lock.lock()
-    let upstream = self.upstream
-    self.upstream = nil
-    lock.unlock()
-    _ = upstream
   }
 
   /// Computes the outcome from the settled `source`; fulfils, rejects or adopts.

@@ -54,8 +54,8 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   /// cancellation and cycle detection and released at settlement; `nil` once fulfilled.
   ///
   /// Read and written under the lock, or by the thread that owns the promise exclusively
-  /// (before it is returned, or the thread firing a link it found not settled). Setting it on a fulfilled
-  /// promise does nothing.
+  /// (before it is returned, or the thread firing a link it found not settled). Setting it on
+  /// a fulfilled promise does nothing.
   @usableFromInline
   final var upstream: _PromiseNode? {
     get { state.phase == .fulfilled ? nil : storage.upstream }
@@ -442,8 +442,19 @@ public class Promise<Value: Sendable>: _PromiseNode, @unchecked Sendable {
   @inline(never)
   private func letGoIfNotFiring(waitingOn source: _PromiseNode, cancelling: Bool) {
     guard source.isPendingPromise else { return }
+    letGoOfBodyAndUpstream(includingBody: cancelling)
+  }
+
+  /// Takes the closure (if `includingBody`) and `upstream` out under the lock and releases
+  /// them after unlocking: whoever takes one second finds `nil`.
+  ///
+  /// For a link: a rejection from outside while its source is pending, a firing that finds it
+  /// settled (the body was not run), or a firing whose settle a rejection beat (the body is
+  /// gone already, `upstream` is left).
+  @inline(never)
+  final func letGoOfBodyAndUpstream(includingBody: Bool) {
     lock.lock()
-    let body = cancelling ? takeBody() : nil
+    let body = includingBody ? takeBody() : nil
     let upstream = self.upstream
     self.upstream = nil
     lock.unlock()
